@@ -1,0 +1,62 @@
+# Frame Governance: `make help` lists every target.
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install services stop-services destroy-services migrate demo test test-engine lint import-fixtures worker serve evaluate bench clean
+
+help: ## list every target
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the project with its test tools
+
+services: $(STAMP) ## start the embedded PostgreSQL + pgvector and redis (data under .state/)
+	$(PY) -m governance.embedded start
+
+stop-services: ## stop the embedded PostgreSQL and redis
+	$(PY) -m governance.embedded stop
+
+destroy-services: ## stop the embedded servers and delete their data (.state/)
+	$(PY) -m governance.embedded destroy
+
+migrate: $(STAMP) ## apply database migrations
+	$(PY) manage.py migrate --no-input
+
+import-fixtures: migrate ## import every corpus under fixtures/ that is not loaded yet
+	$(PY) manage.py import_fixtures
+
+demo: $(STAMP) ## set up everything, load fixtures, create demo accounts, run a worker and serve http://127.0.0.1:8000
+	$(PY) manage.py demo
+
+worker: $(STAMP) ## run one Celery worker process in the foreground
+	$(VENV)/bin/celery -A governance worker --loglevel=INFO --concurrency=1
+
+serve: $(STAMP) ## serve the dashboard on http://127.0.0.1:8000 (no worker)
+	$(PY) manage.py runserver 127.0.0.1:8000
+
+test: $(STAMP) ## run the whole test suite (engine, services, worker and browser tests)
+	$(VENV)/bin/pytest
+
+test-engine: $(STAMP) ## run the engine tests alone (no database, seconds)
+	$(VENV)/bin/pytest tests/selection/engine -p no:django
+
+lint: $(STAMP) ## ruff over the project
+	$(VENV)/bin/ruff check governance selection backtest tests
+
+evaluate: $(STAMP) ## run the C0..C6 + oracle ladder on the fixture corpus
+	$(PY) manage.py evaluate context-lab
+
+bench: $(STAMP) ## run the performance benchmark at 10k units
+	$(PY) manage.py bench --sizes 10000
+
+clean: ## remove caches (keeps .venv and .state)
+	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +
+	rm -rf .pytest_cache .ruff_cache

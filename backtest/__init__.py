@@ -1,0 +1,1 @@
+"""Backtests: replaying every task of a project under a proposal against declared gates."""

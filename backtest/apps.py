@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BacktestConfig(AppConfig):
+    name = "backtest"
+    verbose_name = "Backtests"

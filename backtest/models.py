@@ -1,0 +1,1 @@
+"""Backtest runs and their results (filled in by the governance work)."""

@@ -1,0 +1,13 @@
+from django.db import migrations
+
+from governance.db import append_only
+
+
+class Migration(migrations.Migration):
+    dependencies = [("governance", "0001_initial")]
+
+    operations = [
+        append_only("governance_frameversion"),
+        append_only("governance_promotion"),
+        append_only("governance_auditentry"),
+    ]

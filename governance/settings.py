@@ -1,0 +1,159 @@
+"""Settings read the environment through one helper; the embedded servers are the default."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from . import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+_REQUIRED = object()
+
+
+def env(name: str, default=_REQUIRED) -> str:
+    """Read one setting from the environment; a missing required value fails loudly."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        if default is _REQUIRED:
+            raise RuntimeError(f"environment variable {name} is required")
+        return default
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    return env(name, "1" if default else "0").lower() in ("1", "true", "yes", "on")
+
+
+def database_from_url(url: str) -> dict:
+    parts = urlparse(url)
+    if parts.scheme not in ("postgres", "postgresql", "pgsql"):
+        raise RuntimeError(f"DATABASE_URL must be a postgresql:// URL, not {parts.scheme}://")
+    query = parse_qs(parts.query)
+    return {
+        "NAME": unquote(parts.path.lstrip("/")),
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": query.get("host", [parts.hostname or ""])[0],
+        "PORT": str(parts.port or ""),
+    }
+
+
+def _local_secret_key() -> str:
+    path = embedded.STATE_DIR / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+EMBEDDED = not os.environ.get("DATABASE_URL")
+DEBUG = env_bool("FG_DEBUG", EMBEDDED)
+SECRET_KEY = _local_secret_key() if EMBEDDED else env("DJANGO_SECRET_KEY")
+ALLOWED_HOSTS = env("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+CSRF_TRUSTED_ORIGINS = [o for o in env("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_htmx",
+    "selection",
+    "governance",
+    "backtest",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "governance.urls"
+WSGI_APPLICATION = "governance.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if EMBEDDED:
+    _db = embedded.ensure_postgres()
+    _db["NAME"] = env("FG_DATABASE_NAME", _db["NAME"])
+else:
+    _db = database_from_url(env("DATABASE_URL"))
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        **_db,
+        "CONN_MAX_AGE": int(env("FG_CONN_MAX_AGE", "0")),
+        "TEST": {"NAME": env("FG_TEST_DATABASE_NAME", f"test_{_db['NAME']}")},
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or embedded.ensure_redis()
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or CELERY_BROKER_URL
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+def _plotly_dir() -> Path:
+    import plotly
+
+    return Path(plotly.__file__).resolve().parent / "package_data"
+
+
+# plotly.js is served from the plotly package's own copy, htmx from static/vendor: no CDN
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", _plotly_dir())]
+STATIC_ROOT = embedded.STATE_DIR / "collected-static"
+
+# Selection defaults; the engine itself reads no settings.
+FG_DEFAULT_BUDGET = int(env("FG_DEFAULT_BUDGET", "1500"))
+FG_CANDIDATE_POOL = int(env("FG_CANDIDATE_POOL", "40"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("FG_LOG_LEVEL", "WARNING")},
+}

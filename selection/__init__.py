@@ -1,0 +1,1 @@
+"""Memory units, tasks, ledgers, traces and evaluations; the engine lives in selection.engine."""

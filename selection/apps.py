@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SelectionConfig(AppConfig):
+    name = "selection"
+    verbose_name = "Memory and selection"

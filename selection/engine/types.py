@@ -1,0 +1,370 @@
+"""Frozen contracts between the engine and everything around it; no Django import below selection/engine."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Mapping
+
+ESTABLISHMENTS = ("declared", "inferred-confident", "inferred-ambiguous", "unknown")
+SIGNAL_KINDS = (
+    "user_message",
+    "project_state",
+    "tool_result",
+    "failing_test",
+    "scheduled_job",
+    "event",
+    "agent_task",
+)
+LEDGER_LABELS = ("MUST", "SHOULD", "OPTIONAL", "DISTRACTOR", "HARMFUL")
+
+
+class _Serialisable:
+    """as_dict(): JSON-ready, keys in field order; from_dict() rebuilds an equal object."""
+
+    def as_dict(self) -> dict:
+        from .serialisation import to_jsonable
+
+        return to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping):
+        from .serialisation import from_jsonable
+
+        return from_jsonable(cls, data)
+
+
+def estimate_tokens(text: str) -> int:
+    """The corpus format's token estimate: ceil(len(text) / 4)."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass(frozen=True)
+class OpenLoop(_Serialisable):
+    status: str  # "open" | "closed"
+    kind: str  # "todo" | "question" | "expectation"
+
+
+@dataclass(frozen=True)
+class Unit(_Serialisable):
+    """A memory unit as the engine sees it. It never carries an importance."""
+
+    id: str
+    project: str
+    evidence_class: str
+    text: str
+    title: str = ""
+    created_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    supersedes: tuple[str, ...] = ()
+    echo_of: str | None = None
+    supports: tuple[str, ...] = ()
+    refutes: tuple[str, ...] = ()
+    open_loop: OpenLoop | None = None
+    paths: tuple[str, ...] = ()
+    subject: str | None = None
+    facet: str | None = None
+    root: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return estimate_tokens(self.text)
+
+
+@dataclass(frozen=True)
+class Gate(_Serialisable):
+    metric: str
+    max_drop: float | None = None
+    max_rise: float | None = None
+    max: float | None = None
+    min: float | None = None
+
+
+@dataclass(frozen=True)
+class Gates(_Serialisable):
+    primary: str = "must_include_recall"
+    min_improvement: float = 0.0
+    limits: tuple[Gate, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProjectFrame(_Serialisable):
+    """Durable, versioned project policy written by a person (configuration)."""
+
+    project: str
+    version: int
+    purpose: str = ""
+    objectives: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    scope: tuple[str, ...] = ()
+    default_classes: tuple[str, ...] = ()
+    class_pull: int = 3
+    # ordered preference over evidence classes, per work type; kept as sorted pairs so the
+    # frame is hashable and its iteration order never depends on dict insertion
+    work_types: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    open_loop_work_types: tuple[str, ...] = ()
+    gates: Gates = field(default_factory=Gates)
+
+    def classes_for(self, work_type: str | None) -> tuple[str, ...]:
+        for name, classes in self.work_types:
+            if name == work_type:
+                return classes
+        return ()
+
+    @property
+    def scope_set(self) -> frozenset[str]:
+        return frozenset(self.scope or (self.project,))
+
+
+@dataclass(frozen=True)
+class WorkSignal(_Serialisable):
+    id: str
+    kind: str
+    content: str
+
+
+@dataclass(frozen=True)
+class WorkFrame(_Serialisable):
+    """What is being done now (observation); each field cites the signals that licensed it."""
+
+    objective: str = ""
+    work_type: str | None = None
+    constraints: tuple[str, ...] = ()
+    signals: tuple[WorkSignal, ...] = ()
+    standpoint: datetime | None = None
+    establishment: str = "declared"
+    # field name -> ids of the signals that licensed it; a field absent here is a guess
+    cites: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def cited(self, field_name: str) -> tuple[str, ...]:
+        for name, ids in self.cites:
+            if name == field_name:
+                return ids
+        return ()
+
+
+@dataclass(frozen=True)
+class SelectionRequest(_Serialisable):
+    project_frame: ProjectFrame
+    work_frame: WorkFrame
+    query: str
+    budget_tokens: int
+    condition: str = "C6"
+    standpoint: datetime | None = None  # falls back to work_frame.standpoint
+    # dense vectors of the query and of the objective, computed outside the engine
+    query_vector: tuple[float, ...] | None = None
+    objective_vector: tuple[float, ...] | None = None
+    # the hidden ledger: read only by the oracle (CO) and by attribution, never by C0..C6
+    ledger: Mapping[str, str] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Engine configuration: every tunable the policy reads, recorded in each trace.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Policy constants. The defaults are the book's (pool 40, RRF k=60, class-absent rank 10)."""
+
+    pool_size: int = 40
+    lexical_k: int = 60  # BM25 hits fed into fusion per query
+    dense_k: int = 60  # dense hits fed into fusion per query
+    rrf_k: int = 60
+    bm25_k1: float = 1.5  # rank_bm25.BM25Okapi defaults
+    bm25_b: float = 0.75
+    bm25_epsilon: float = 0.25
+    recency_additions: int = 8  # C1: the most recent units added to the pool
+    recency_added_score: float = 0.05
+    class_pull_floor: float = 0.5  # pulled units score min(pool score) * this
+    class_absent_query_rank: int = 10  # a class-absent unit stays eligible at retrieval rank <= this
+    redundancy_threshold: float = 0.6  # C6: Jaccard above this against an admitted item rejects
+    adjacency_weight: float = 0.05  # C6: added to the rank score per unit of adjacency
+    open_loop_weight: float = 0.15  # C5+: added to the rank score per unit of open-loop relevance
+    abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
+
+
+# --------------------------------------------------------------------------------------------
+# Outputs: candidate records, bundle, trace. Frozen; as_dict()/from_dict() round-trip exactly.
+# --------------------------------------------------------------------------------------------
+
+DISPOSITIONS = ("admitted", "folded", "rejected", "budget_omitted")
+
+
+@dataclass(frozen=True)
+class RetrieverConfig(_Serialisable):
+    """What produced the candidates: recorded so a replay can tell bm25-only from hybrid."""
+
+    tokeniser: str
+    bm25: str
+    dense: str  # searcher name, or "none" when the request carried no vector
+    dense_dimension: int | None
+    fusion: str
+    corpus_size: int
+    corpus_digest: str
+
+
+@dataclass(frozen=True)
+class RetrievalRecord(_Serialisable):
+    """How one candidate entered the pool: sources, raw scores and ranks (1-based; None = not in that list)."""
+
+    sources: tuple[str, ...]
+    pool_rank: int  # position in the candidate pool, pulls included
+    retrieval_rank: int  # rank by (query score desc, unit id); the class-absent rule reads this
+    query_score: float  # normalised fused score in [0, 1]; pulled units get the floor
+    fused_score: float | None  # final RRF score (None when pulled rather than retrieved)
+    fused_rank: int | None
+    bm25_score: float  # raw BM25Okapi score of the query against this unit
+    bm25_rank: int | None
+    dense_score: float | None  # raw cosine; None without a query vector
+    dense_rank: int | None
+    objective_bm25_score: float | None = None  # C4+: the objective as a second query
+    objective_bm25_rank: int | None = None
+    objective_dense_score: float | None = None
+    objective_dense_rank: int | None = None
+    query_fused_rank: int | None = None  # rank in the query's own bm25+dense fusion
+    objective_fused_rank: int | None = None
+    pulled_by: str | None = None  # "recency" | "class_pull:<class>" | "successor_of:<unit id>"
+
+
+@dataclass(frozen=True)
+class Signals(_Serialisable):
+    """The nine separated signals; computed for every candidate before eligibility. Never summed here."""
+
+    query_relevance: float
+    goal_relevance: float
+    project_relevance: float
+    temporal_validity: float
+    evidence_strength: float
+    open_loop_relevance: float
+    adjacency: float
+    recency: float
+    redundancy: float
+
+
+@dataclass(frozen=True)
+class EligibilityCheck(_Serialisable):
+    rule: str  # "scope" | "supersession" | "class"
+    passed: bool
+    reason_code: str | None  # set when the rule rejects
+    detail: str
+
+
+@dataclass(frozen=True)
+class BudgetState(_Serialisable):
+    spent: int
+    remaining: int
+
+
+@dataclass(frozen=True)
+class CandidateRecord(_Serialisable):
+    """Everything the engine knew and decided about one candidate, admitted or not."""
+
+    unit_id: str
+    project: str
+    evidence_class: str
+    unit_tokens: int
+    retrieval: RetrievalRecord
+    signals: Signals
+    eligibility: tuple[EligibilityCheck, ...]
+    eligible: bool
+    bucket: int | None  # class-preference tier (0 = most preferred); None when not ranked
+    rank_score: float  # the score ordering candidates inside a bucket
+    rank: int | None  # 1-based position after ranking; None when rejected before it
+    stage: str  # the stage that disposed of it
+    reason_code: str
+    disposition: str  # one of DISPOSITIONS
+    budget: BudgetState  # budget state at the moment of the decision
+    item_id: str | None = None  # the bundle item it is in (admitted or folded), or would have formed
+    redundancy_with_admitted: float | None = None  # C6: max Jaccard against admitted items
+    noted_on: str | None = None  # supersession: the item carrying the note about this unit
+
+
+@dataclass(frozen=True)
+class CoalescingOp(_Serialisable):
+    """One reversible coalescing step. op: fold_echo | supersession_note | preserve_disagreement."""
+
+    op: str
+    unit_id: str
+    item_id: str
+    target_id: str | None = None  # the unit echoed / superseding / contradicted
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class StageSummary(_Serialisable):
+    stage: str
+    considered: int
+    kept: int
+    detail: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class BundleItem(_Serialisable):
+    """An atomic bundle entry; `sources` are unit ids, the first is the unit whose text it carries."""
+
+    item_id: str
+    sources: tuple[str, ...]
+    evidence_class: str
+    project: str
+    text: str
+    contradicts: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    rendered: str = ""
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ContextBundle(_Serialisable):
+    items: tuple[BundleItem, ...]
+    rendered: str
+    tokens: int  # ceil(len(rendered) / 4)
+    digest: str  # sha256 hex of `rendered`
+    budget_tokens: int
+
+    def unit_ids(self) -> tuple[str, ...]:
+        """Every admitted unit, folded ones included, in bundle order."""
+        return tuple(uid for item in self.items for uid in item.sources)
+
+
+@dataclass(frozen=True)
+class ContextTrace(_Serialisable):
+    """The frozen account of one selection: frames, policy, configuration and every candidate."""
+
+    schema: str
+    engine_version: str
+    policy_version: str
+    condition: str  # as requested
+    effective_condition: str  # after the abstention hook; equals `condition` for declared frames
+    condition_note: str  # why the effective condition differs, or ""
+    project_frame: ProjectFrame
+    work_frame: WorkFrame
+    query: str
+    standpoint: datetime | None
+    budget_tokens: int
+    config: EngineConfig
+    retriever: RetrieverConfig
+    candidates: tuple[CandidateRecord, ...]
+    coalescing: tuple[CoalescingOp, ...]
+    stages: tuple[StageSummary, ...]
+    bundle_digest: str
+    bundle_tokens: int
+
+    def candidate(self, unit_id: str) -> CandidateRecord | None:
+        for record in self.candidates:
+            if record.unit_id == unit_id:
+                return record
+        return None
+
+    def admitted_unit_ids(self) -> tuple[str, ...]:
+        return tuple(
+            c.unit_id for c in self.candidates if c.disposition in ("admitted", "folded")
+        )
+
+
+@dataclass(frozen=True)
+class SelectionResult(_Serialisable):
+    bundle: ContextBundle
+    trace: ContextTrace

@@ -1,0 +1,244 @@
+"""Memory as stored: corpora, projects, units, links, tasks and their hidden ledgers, traces.
+
+No unit stores an importance, priority or weight: importance is computed against a frame at
+selection time and written to the trace (tests/selection/test_models.py enforces it).
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from pgvector.django import VectorField
+
+IDENTIFIER_HELP = "matches [a-z0-9][a-z0-9_.-]*"
+
+
+class Corpus(models.Model):
+    name = models.SlugField(max_length=100, unique=True, help_text=IDENTIFIER_HELP)
+    description = models.TextField(blank=True)
+    standpoint = models.DateTimeField(null=True, blank=True)
+    imported_at = models.DateTimeField(auto_now_add=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    extras = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "corpora"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    corpus = models.ForeignKey(Corpus, on_delete=models.PROTECT, related_name="projects")
+    slug = models.SlugField(max_length=100, unique=True, help_text=IDENTIFIER_HELP)
+    name = models.CharField(max_length=200)
+    position = models.PositiveIntegerField(default=0)
+    extras = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["corpus__name", "position", "slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class OpenLoopStatus(models.TextChoices):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class OpenLoopKind(models.TextChoices):
+    TODO = "todo"
+    QUESTION = "question"
+    EXPECTATION = "expectation"
+
+
+class MemoryUnit(models.Model):
+    corpus = models.ForeignKey(Corpus, on_delete=models.PROTECT, related_name="units")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="units")
+    uid = models.CharField("id", max_length=200, help_text=IDENTIFIER_HELP)
+    position = models.PositiveIntegerField(default=0, help_text="line in units.jsonl")
+    evidence_class = models.CharField(max_length=100, db_index=True)
+    title = models.CharField(max_length=300, blank=True)
+    text = models.TextField()
+    tokens = models.PositiveIntegerField(help_text="ceil(len(text) / 4)")
+    created_at = models.DateTimeField(null=True, blank=True, help_text="when it was recorded")
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    open_loop_status = models.CharField(max_length=10, choices=OpenLoopStatus.choices, blank=True)
+    open_loop_kind = models.CharField(max_length=12, choices=OpenLoopKind.choices, blank=True)
+    paths = ArrayField(models.CharField(max_length=300), default=list, blank=True)
+    subject = models.CharField(max_length=200, blank=True)
+    facet = models.CharField(max_length=200, blank=True)
+    root = models.BooleanField(default=False)
+    # the dimension follows the model (384 for all-MiniLM-L6-v2, 1024 for bge-m3); the HNSW
+    # index in migration 0002 covers the default dimension
+    embedding = VectorField(null=True, blank=True)
+    extras = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["corpus_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["corpus", "uid"], name="unit_uid_unique_in_corpus"),
+        ]
+        indexes = [models.Index(fields=["project", "evidence_class"])]
+
+    def __str__(self) -> str:
+        return self.uid
+
+
+class LinkKind(models.TextChoices):
+    SUPERSEDES = "supersedes"
+    ECHO_OF = "echo_of"
+    SUPPORTS = "supports"
+    REFUTES = "refutes"
+
+
+class UnitLink(models.Model):
+    source = models.ForeignKey(MemoryUnit, on_delete=models.PROTECT, related_name="links_out")
+    target = models.ForeignKey(MemoryUnit, on_delete=models.PROTECT, related_name="links_in")
+    kind = models.CharField(max_length=12, choices=LinkKind.choices)
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["source_id", "kind", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target", "kind"], name="unit_link_unique"),
+            models.CheckConstraint(
+                condition=~models.Q(source=models.F("target")), name="unit_link_not_self"
+            ),
+        ]
+
+
+class Task(models.Model):
+    corpus = models.ForeignKey(Corpus, on_delete=models.PROTECT, related_name="tasks")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="tasks")
+    uid = models.CharField("id", max_length=200)
+    position = models.PositiveIntegerField(default=0)
+    family = models.CharField(max_length=100, blank=True)
+    pair = models.CharField(max_length=100, blank=True)
+    query = models.TextField()
+    standpoint = models.DateTimeField(null=True, blank=True)
+    budget_tokens = models.PositiveIntegerField()
+    # the declared WorkFrame: objective, work_type, constraints, cites
+    frame = models.JSONField(default=dict)
+    misassigned_work_type = models.CharField(max_length=100, blank=True)
+    extras = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["corpus_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["corpus", "uid"], name="task_uid_unique_in_corpus"),
+        ]
+
+    def __str__(self) -> str:
+        return self.uid
+
+
+class TaskSignal(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="signals")
+    uid = models.CharField("id", max_length=200)
+    kind = models.CharField(max_length=30)
+    content = models.TextField()
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["task_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "uid"], name="signal_uid_unique_in_task"),
+        ]
+
+
+class LedgerLabel(models.TextChoices):
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+    OPTIONAL = "OPTIONAL"
+    DISTRACTOR = "DISTRACTOR"
+    HARMFUL = "HARMFUL"
+
+
+class LedgerEntry(models.Model):
+    """A hidden label: read only by scoring code (selection.scoring), never by selection code."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="ledger_entries")
+    unit = models.ForeignKey(MemoryUnit, on_delete=models.PROTECT, related_name="+")
+    label = models.CharField(max_length=10, choices=LedgerLabel.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "unit"], name="ledger_entry_unique"),
+        ]
+
+
+class Trace(models.Model):
+    """A frozen ContextTrace with its bundle; immutable once written (a trigger enforces it)."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="traces")
+    frame_version = models.PositiveIntegerField(help_text="FrameVersion.number of the project")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, null=True, blank=True, related_name="traces")
+    condition = models.CharField(max_length=8, db_index=True)
+    query = models.TextField()
+    standpoint = models.DateTimeField(null=True, blank=True)
+    budget_tokens = models.PositiveIntegerField()
+    policy_version = models.CharField(max_length=100)
+    engine_version = models.CharField(max_length=100)
+    bundle_digest = models.CharField(max_length=64, db_index=True)
+    bundle_tokens = models.PositiveIntegerField()
+    admitted = ArrayField(models.CharField(max_length=200), default=list)
+    # header: project frame snapshot, work frame, retriever configuration, stage summaries
+    header = models.JSONField(default=dict)
+    bundle = models.JSONField(default=dict)
+    source = models.CharField(max_length=30, default="select", help_text="select | evaluation | backtest | api")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["project", "frame_version", "-created_at"])]
+
+
+class TraceCandidate(models.Model):
+    """One candidate's full record in a trace: admitted or not, it carries every signal."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.PROTECT, related_name="candidates")
+    position = models.PositiveIntegerField()
+    unit_uid = models.CharField(max_length=200, db_index=True)
+    project_slug = models.CharField(max_length=100)
+    evidence_class = models.CharField(max_length=100)
+    disposition = models.CharField(max_length=30, db_index=True)
+    stage = models.CharField(max_length=30)
+    reason_code = models.CharField(max_length=60, db_index=True)
+    record = models.JSONField(default=dict, help_text="retrieval, signals, eligibility, budget state")
+
+    class Meta:
+        ordering = ["trace_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "position"], name="trace_candidate_position"),
+        ]
+
+
+class Evaluation(models.Model):
+    corpus = models.ForeignKey(Corpus, on_delete=models.PROTECT, related_name="evaluations")
+    created_at = models.DateTimeField(auto_now_add=True)
+    engine_version = models.CharField(max_length=100)
+    conditions = ArrayField(models.CharField(max_length=8))
+    result = models.JSONField(default=dict, help_text="the evaluate --json document")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class EvaluationRun(models.Model):
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.PROTECT, related_name="runs")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="+")
+    condition = models.CharField(max_length=8)
+    variant = models.CharField(max_length=30, default="declared", help_text="declared | misassigned")
+    trace = models.ForeignKey(Trace, on_delete=models.PROTECT, related_name="+")
+    metrics = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["evaluation", "task", "condition", "variant"], name="evaluation_run_unique"
+            ),
+        ]
