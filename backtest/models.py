@@ -1,1 +1,86 @@
-"""Backtest runs and their results (filled in by the governance work)."""
+"""Backtests: a proposal's FrameVersion replayed over every task of its project, against gates.
+
+Replays, decisions and approvals are append-only (triggers in migration 0002); a Backtest row
+only moves its status forward.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class BacktestStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    ERROR = "error"
+
+
+class Backtest(models.Model):
+    proposal = models.ForeignKey("governance.Proposal", on_delete=models.PROTECT, related_name="backtests")
+    baseline_version = models.ForeignKey("governance.FrameVersion", on_delete=models.PROTECT, related_name="+")
+    candidate_version = models.ForeignKey("governance.FrameVersion", on_delete=models.PROTECT, related_name="+")
+    condition = models.CharField(max_length=8, default="C6")
+    task_ids = models.JSONField(help_text="Task primary keys replayed, in order")
+    task_set_digest = models.CharField(max_length=64)
+    engine_version = models.CharField(max_length=100)
+    gates = models.JSONField(help_text="the gates in force, copied from the baseline frame")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(max_length=10, choices=BacktestStatus.choices, default=BacktestStatus.QUEUED)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class ReplaySide(models.TextChoices):
+    BASELINE = "baseline"
+    CANDIDATE = "candidate"
+
+
+class TaskReplay(models.Model):
+    """One task replayed under one frame version; replaying it again writes nothing new."""
+
+    backtest = models.ForeignKey(Backtest, on_delete=models.PROTECT, related_name="replays")
+    task = models.ForeignKey("selection.Task", on_delete=models.PROTECT, related_name="+")
+    side = models.CharField(max_length=10, choices=ReplaySide.choices)
+    trace = models.ForeignKey("selection.Trace", on_delete=models.PROTECT, related_name="+")
+    metrics = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["backtest", "task", "side"], name="task_replay_once"),
+        ]
+
+
+class BacktestDecision(models.Model):
+    backtest = models.OneToOneField(Backtest, on_delete=models.PROTECT, related_name="decision")
+    passed = models.BooleanField()
+    primary_metric = models.CharField(max_length=40)
+    baseline_means = models.JSONField()
+    candidate_means = models.JSONField()
+    gate_results = models.JSONField(help_text="[{gate, metric, baseline, candidate, passed, reason}]")
+    per_task_deltas = models.JSONField()
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+
+class ApprovalVerdict(models.TextChoices):
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class Approval(models.Model):
+    """A reviewer's verdict on one exact backtest: proposal version, task set, engine version."""
+
+    backtest = models.OneToOneField(Backtest, on_delete=models.PROTECT, related_name="approval")
+    frame_version = models.ForeignKey("governance.FrameVersion", on_delete=models.PROTECT, related_name="+")
+    task_set_digest = models.CharField(max_length=64)
+    engine_version = models.CharField(max_length=100)
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    verdict = models.CharField(max_length=8, choices=ApprovalVerdict.choices)
+    comment = models.TextField()
+    decided_at = models.DateTimeField(auto_now_add=True)
