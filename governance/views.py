@@ -1,11 +1,244 @@
-"""Dashboard pages of the governance app; views parse, call one selector or service, render."""
+"""Dashboard pages of the governance app; views parse, call one selector or service, render.
 
+Role checks happen in access.py only: reads call access_read, writes reach the access_* check of
+the service they call (and check it before parsing, so a refused POST writes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
 
-from . import selectors
+from backtest.models import Backtest
+
+from . import access, frames, selectors, services
+from .forms import AuditFilterForm, ProposeForm, ReviewForm
+
+AUDIT_PAGE_SIZE = 50
 
 
 @login_required
 def home(request):
-    return render(request, "governance/home.html", {"projects": selectors.project_overview(user=request.user)})
+    return render(
+        request, "governance/home.html", {"projects": selectors.project_overview(user=request.user)}
+    )
+
+
+@login_required
+def project_detail(request, slug: str):
+    project = selectors.project_for_slug(slug=slug)
+    caps = access.access_read(request.user, project)
+    current = selectors.current_frame_version(project=project)
+    return render(
+        request,
+        "governance/project_detail.html",
+        {
+            "project": project,
+            "current": current,
+            "frame": selectors.frame_view(current.snapshot) if current else None,
+            "history": selectors.frame_history(project=project),
+            "caps": caps,
+        },
+    )
+
+
+def _version_number(request, name: str) -> int:
+    try:
+        return int(request.GET.get(name, ""))
+    except ValueError:
+        raise Http404(f"?{name}= must be a version number") from None
+
+
+@login_required
+def frame_diff(request, slug: str):
+    project = selectors.project_for_slug(slug=slug)
+    access.access_read(request.user, project)
+    a = selectors.frame_version(project=project, number=_version_number(request, "a"))
+    b = selectors.frame_version(project=project, number=_version_number(request, "b"))
+    rows = frames.diff_frames(a.snapshot, b.snapshot)
+    return render(
+        request,
+        "governance/frame_diff.html",
+        {"project": project, "a": a, "b": b, "rows": rows, "changed": sum(r.changed for r in rows)},
+    )
+
+
+@login_required
+def proposal_create(request, slug: str):
+    project = selectors.project_for_slug(slug=slug)
+    caps = access.access_read(request.user, project)
+    base = selectors.current_frame_version(project=project)
+    if base is None:
+        raise Http404(f"{project.slug} has no promoted frame version")
+    declared = selectors.declared_projects(project=project)
+    if request.method == "POST":
+        access.access_propose(request.user, project)
+        form = ProposeForm(request.POST, base=base.snapshot, declared=declared)
+        if form.is_valid():
+            try:
+                proposal = services.proposal_submit(
+                    project=project,
+                    author=request.user,
+                    title=form.cleaned_data["title"],
+                    rationale=form.cleaned_data["rationale"],
+                    patch=form.patch,
+                    expected_base=base,
+                )
+            except services.ProposalInvalid as error:
+                form.add_issues(error.issues)
+            else:
+                messages.success(
+                    request, f"Proposal #{proposal.pk} stored as v{proposal.frame_version.number}."
+                )
+                for warning in proposal.warnings:
+                    messages.warning(request, f"Warning: {warning}")
+                return redirect("proposal-detail", pk=proposal.pk)
+    else:
+        form = ProposeForm(base=base.snapshot, declared=declared)
+    return render(
+        request,
+        "governance/proposal_form.html",
+        {"project": project, "base": base, "form": form, "caps": caps},
+    )
+
+
+@login_required
+def proposal_list(request, slug: str):
+    project = selectors.project_for_slug(slug=slug)
+    caps = access.access_read(request.user, project)
+    return render(
+        request,
+        "governance/proposal_list.html",
+        {"project": project, "proposals": selectors.proposal_rows(project=project), "caps": caps},
+    )
+
+
+def _backtest_url(backtest: Backtest) -> str | None:
+    # the backtest app adds its detail page later; until "backtest-detail" resolves, show no link
+    try:
+        return reverse("backtest-detail", args=[backtest.pk])
+    except NoReverseMatch:
+        return None
+
+
+@login_required
+def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, status: int = 200):
+    proposal = selectors.proposal_by_id(proposal_id=pk)
+    project = proposal.project
+    caps = access.access_read(request.user, project)
+    backtests = selectors.proposal_backtests(proposal=proposal)
+    latest = backtests[0] if backtests else None
+    review_blockers = (
+        selectors.review_blockers(backtest=latest) if latest else ["no backtest has run yet"]
+    )
+    return render(
+        request,
+        "governance/proposal_detail.html",
+        {
+            "project": project,
+            "proposal": proposal,
+            "patch_json": json.dumps(proposal.patch, indent=2, sort_keys=True),
+            "diff": [
+                r
+                for r in frames.diff_frames(
+                    proposal.base_version.snapshot, proposal.frame_version.snapshot
+                )
+                if r.changed
+            ],
+            "backtests": [
+                (
+                    b,
+                    selectors.backtest_decision(b),
+                    selectors.backtest_approval(b),
+                    _backtest_url(b),
+                )
+                for b in backtests
+            ],
+            "latest": latest,
+            "review_blockers": review_blockers,
+            "review_form": review_form
+            or ReviewForm(initial={"backtest": latest.pk if latest else None}),
+            "promotion_blockers": selectors.promotion_blockers(proposal=proposal),
+            "caps": caps,
+        },
+        status=status,
+    )
+
+
+@login_required
+@require_POST
+def proposal_review(request, pk: int):
+    proposal = selectors.proposal_by_id(proposal_id=pk)
+    access.access_review(request.user, proposal.project)
+    form = ReviewForm(request.POST)
+    if not form.is_valid():
+        return proposal_detail(request, pk, review_form=form, status=400)
+    backtest = get_object_or_404(
+        Backtest.objects.select_related("proposal__project"),
+        pk=form.cleaned_data["backtest"],
+        proposal=proposal,
+    )
+    try:
+        services.backtest_review(
+            backtest=backtest,
+            reviewer=request.user,
+            verdict=form.cleaned_data["verdict"],
+            comment=form.cleaned_data["comment"],
+        )
+    except services.ReviewRefused as error:
+        form.add_error(None, str(error))
+        return proposal_detail(request, pk, review_form=form, status=400)
+    messages.success(request, f"Backtest #{backtest.pk}: {form.cleaned_data['verdict']} recorded.")
+    return redirect("proposal-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def proposal_promote(request, pk: int):
+    proposal = selectors.proposal_by_id(proposal_id=pk)
+    access.access_promote(request.user, proposal.project)
+    try:
+        promotion = services.proposal_promote(proposal=proposal, lead=request.user)
+    except services.PromotionRefused as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(
+            request,
+            f"v{promotion.frame_version.number} is now current for {proposal.project.slug}.",
+        )
+    return redirect("proposal-detail", pk=pk)
+
+
+@login_required
+def audit_log(request):
+    readable = list(access.readable_projects(request.user).order_by("slug"))
+    form = AuditFilterForm(
+        request.GET or None, projects=[p.slug for p in readable], actions=selectors.audit_actions()
+    )
+    filters = selectors.AuditFilters()
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        filters = selectors.AuditFilters(
+            project=next((p for p in readable if p.slug == data["project"]), None),
+            action=data["action"],
+            actor=data["actor"].strip(),
+            since=data["since"],
+            until=data["until"],
+        )
+    page = Paginator(
+        selectors.audit_entries(user=request.user, filters=filters), AUDIT_PAGE_SIZE
+    ).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "governance/audit_log.html",
+        {"form": form, "page": page, "query": query.urlencode()},
+    )

@@ -1,0 +1,109 @@
+"""Every role check lives here; the UI, the CLI and the API call these helpers and nothing else.
+
+Roles are granted per project (RoleGrant): a lead proposes and promotes, a reviewer approves or
+rejects a backtest result, an auditor reads everything and changes nothing. A superuser may read
+every project but, like anyone, needs a grant to write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+
+from selection.models import Project
+
+from .models import Role, RoleGrant
+
+
+class AccessDenied(PermissionDenied):
+    """The user lacks the role this action needs in this project (HTTP 403, CLI error)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one user may do in one project; the only place a role becomes a permission."""
+
+    roles: frozenset[str]
+    superuser: bool = False
+
+    @property
+    def can_read(self) -> bool:
+        return self.superuser or bool(self.roles)
+
+    @property
+    def can_propose(self) -> bool:
+        return Role.LEAD in self.roles
+
+    @property
+    def can_promote(self) -> bool:
+        return Role.LEAD in self.roles
+
+    @property
+    def can_review(self) -> bool:
+        return Role.REVIEWER in self.roles
+
+
+def _active(user) -> bool:
+    return user is not None and getattr(user, "is_authenticated", False) and user.is_active
+
+
+def capabilities(user, project: Project) -> Capabilities:
+    """One query: the user's roles in the project (superusers read all, but write only by grant)."""
+    if not _active(user):
+        return Capabilities(frozenset())
+    roles = frozenset(
+        RoleGrant.objects.filter(user=user, project=project).values_list("role", flat=True)
+    )
+    return Capabilities(roles, superuser=user.is_superuser)
+
+
+def _who(user) -> str:
+    return getattr(user, "username", None) or "anonymous"
+
+
+def _require(user, project: Project, allowed: str, role: Role, action: str) -> Capabilities:
+    caps = capabilities(user, project)
+    if not getattr(caps, allowed):
+        raise AccessDenied(
+            f"{_who(user)} may not {action} in {project.slug}: "
+            f"it needs the {role.label.lower()} role"
+        )
+    return caps
+
+
+def access_read(user, project: Project) -> Capabilities:
+    """Any role in the project, or a superuser, may read all of it; returns what else they may."""
+    caps = capabilities(user, project)
+    if not caps.can_read:
+        raise AccessDenied(f"{_who(user)} holds no role in {project.slug}")
+    return caps
+
+
+def access_propose(user, project: Project) -> Capabilities:
+    return _require(user, project, "can_propose", Role.LEAD, "propose a frame change")
+
+
+def access_promote(user, project: Project) -> Capabilities:
+    return _require(user, project, "can_promote", Role.LEAD, "promote a frame version")
+
+
+def access_review(user, project: Project) -> Capabilities:
+    return _require(user, project, "can_review", Role.REVIEWER, "approve or reject a backtest")
+
+
+def readable_projects(user) -> QuerySet[Project]:
+    """The projects `user` may read: all for a superuser, else those where they hold any role."""
+    if not _active(user):
+        return Project.objects.none()
+    if user.is_superuser:
+        return Project.objects.all()
+    return Project.objects.filter(role_grants__user=user).distinct()
+
+
+def reads_unscoped_audit(user) -> bool:
+    """Audit entries bound to no project are shown to superusers and to auditors of any project."""
+    if not _active(user):
+        return False
+    return user.is_superuser or RoleGrant.objects.filter(user=user, role=Role.AUDITOR).exists()

@@ -1,0 +1,297 @@
+"""The structured frame editor: it edits a copy of the current frame and yields the merge patch.
+
+The form never validates the frame itself: governance.frames does, in proposal_submit, and the
+view puts each issue next to the field it names (ProposeForm.add_issues).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from django import forms
+
+from backtest.models import ApprovalVerdict
+from selection.corpus.places import IDENTIFIER
+
+from .frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch
+
+BLANK_LIMIT_ROWS = 2
+LINES_HELP = "one per line, in order"
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in (text or "").splitlines() if line.strip()]
+
+
+def _joined(values) -> str:
+    return "\n".join(str(v) for v in values or ())
+
+
+def _number(value: float | None) -> int | float | None:
+    if value is None:
+        return None
+    return int(value) if float(value).is_integer() else value
+
+
+class ProposeForm(forms.Form):
+    """Title, rationale, each frame key, a textarea per work type, limit rows, a raw patch."""
+
+    title = forms.CharField(max_length=300)
+    rationale = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    purpose = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    objectives = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text=LINES_HELP
+    )
+    constraints = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text=LINES_HELP
+    )
+    scope = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False)
+    default_classes = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text=LINES_HELP
+    )
+    class_pull = forms.IntegerField(
+        required=False, help_text="candidates guaranteed per preferred class"
+    )
+    open_loop_work_types = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, help_text=LINES_HELP
+    )
+    new_wt_name = forms.CharField(required=False, label="New work type")
+    new_wt_classes = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        label="Its classes",
+        help_text=LINES_HELP,
+    )
+    gate_primary = forms.ChoiceField(required=False, label="Primary metric")
+    gate_min_improvement = forms.FloatField(required=False, label="Minimum improvement")
+    raw_patch = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
+        required=False,
+        label="Advanced: JSON Merge Patch applied after the fields above",
+    )
+
+    def __init__(self, *args, base: dict, declared: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.base = base
+        scope_choices = list(dict.fromkeys([*declared, *(base.get("scope") or [])]))
+        self.fields["scope"].choices = [(slug, slug) for slug in scope_choices]
+        self.fields["gate_primary"].choices = [("", "(default)")] + [(m, m) for m in METRICS]
+        gates = base.get("gates") or {}
+        self.initial.update(
+            purpose=base.get("purpose", ""),
+            objectives=_joined(base.get("objectives")),
+            constraints=_joined(base.get("constraints")),
+            scope=list(base.get("scope") or []),
+            default_classes=_joined(base.get("default_classes")),
+            class_pull=base.get("class_pull"),
+            open_loop_work_types=_joined(base.get("open_loop_work_types")),
+            gate_primary=gates.get("primary", ""),
+            gate_min_improvement=gates.get("min_improvement"),
+        )
+        self.work_type_names = sorted(base.get("work_types") or {})
+        for name in self.work_type_names:
+            self.fields[f"wt__{name}"] = forms.CharField(
+                widget=forms.Textarea(attrs={"rows": 4}),
+                required=False,
+                label=name,
+                help_text=LINES_HELP,
+            )
+            self.fields[f"wt_remove__{name}"] = forms.BooleanField(
+                required=False, label="remove this work type"
+            )
+            self.initial[f"wt__{name}"] = _joined(base["work_types"][name])
+        limits = gates.get("limits") if isinstance(gates.get("limits"), list) else []
+        self.limit_rows = len(limits) + BLANK_LIMIT_ROWS
+        metric_choices = [("", "—")] + [(m, m) for m in METRICS]
+        for row in range(self.limit_rows):
+            self.fields[f"limit_{row}_metric"] = forms.ChoiceField(
+                choices=metric_choices, required=False, label="metric"
+            )
+            for bound in LIMIT_BOUNDS:
+                self.fields[f"limit_{row}_{bound}"] = forms.FloatField(required=False, label=bound)
+            if row < len(limits) and isinstance(limits[row], dict):
+                self.initial[f"limit_{row}_metric"] = limits[row].get("metric", "")
+                for bound in LIMIT_BOUNDS:
+                    self.initial[f"limit_{row}_{bound}"] = limits[row].get(bound)
+        self._limit_index_to_row: list[int] = []
+
+    # --- rendering helpers -------------------------------------------------------------------
+
+    def work_type_fields(self):
+        return [(self[f"wt__{n}"], self[f"wt_remove__{n}"]) for n in self.work_type_names]
+
+    def limit_fields(self):
+        return [
+            (self[f"limit_{row}_metric"], [self[f"limit_{row}_{b}"] for b in LIMIT_BOUNDS])
+            for row in range(self.limit_rows)
+        ]
+
+    # --- cleaning ---------------------------------------------------------------------------
+
+    def clean_new_wt_name(self) -> str:
+        name = self.cleaned_data["new_wt_name"].strip()
+        if name and not IDENTIFIER.fullmatch(name):
+            raise forms.ValidationError(f'work type "{name}" does not match [a-z0-9][a-z0-9_.-]*')
+        if name in self.work_type_names:
+            raise forms.ValidationError(f'work type "{name}" exists already: edit its list above')
+        return name
+
+    def clean_raw_patch(self) -> dict | None:
+        text = self.cleaned_data["raw_patch"].strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"not valid JSON: {error}") from error
+        if not isinstance(value, dict):
+            raise forms.ValidationError("a JSON Merge Patch here must be an object of frame keys")
+        return value
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        target = self._target(data)
+        if data.get("raw_patch"):
+            target = merge_patch(target, data["raw_patch"])
+        self.patch = compute_patch(self.base, target)
+        return data
+
+    def _set(self, frame: dict, key: str, value: Any, empty: bool) -> None:
+        # an empty field leaves an absent key absent, and clears a present one
+        if empty and key not in frame:
+            return
+        if empty and key in ("purpose", "class_pull"):
+            frame.pop(key, None)
+        else:
+            frame[key] = value
+
+    def _target(self, data: dict) -> dict:
+        frame = copy.deepcopy(self.base)
+        self._set(frame, "purpose", data["purpose"], not data["purpose"])
+        for key in ("objectives", "constraints", "default_classes", "open_loop_work_types"):
+            values = _lines(data[key])
+            self._set(frame, key, values, not values)
+        before = list(self.base.get("scope") or [])
+        chosen = set(data["scope"])
+        scope = [s for s in before if s in chosen] + [
+            s for s, _ in self.fields["scope"].choices if s in chosen and s not in before
+        ]
+        self._set(frame, "scope", scope, not scope)
+        self._set(frame, "class_pull", data["class_pull"], data["class_pull"] is None)
+
+        work_types = copy.deepcopy(self.base.get("work_types") or {})
+        for name in self.work_type_names:
+            if data.get(f"wt_remove__{name}"):
+                work_types.pop(name, None)
+            else:
+                work_types[name] = _lines(data.get(f"wt__{name}", ""))
+        if data["new_wt_name"]:
+            work_types[data["new_wt_name"]] = _lines(data["new_wt_classes"])
+        self._set(frame, "work_types", work_types, not work_types)
+
+        gates = copy.deepcopy(frame.get("gates")) if isinstance(frame.get("gates"), dict) else {}
+        if data["gate_primary"]:
+            gates["primary"] = data["gate_primary"]
+        else:
+            gates.pop("primary", None)
+        if data["gate_min_improvement"] is not None:
+            gates["min_improvement"] = _number(data["gate_min_improvement"])
+        else:
+            gates.pop("min_improvement", None)
+        base_limits = (self.base.get("gates") or {}).get("limits")
+        base_limits = base_limits if isinstance(base_limits, list) else []
+        limits = []
+        self._limit_index_to_row = []
+        for row in range(self.limit_rows):
+            metric = data.get(f"limit_{row}_metric")
+            if not metric:
+                continue
+            # keep a row's x- keys: start from the limit it was shown from
+            kept = (
+                base_limits[row]
+                if row < len(base_limits) and isinstance(base_limits[row], dict)
+                else {}
+            )
+            limit = {k: copy.deepcopy(v) for k, v in kept.items() if k.startswith("x-")}
+            limit["metric"] = metric
+            for bound in LIMIT_BOUNDS:
+                if data.get(f"limit_{row}_{bound}") is not None:
+                    limit[bound] = _number(data[f"limit_{row}_{bound}"])
+            limits.append(limit)
+            self._limit_index_to_row.append(row)
+        if limits or "limits" in gates:
+            gates["limits"] = limits
+        self._set(frame, "gates", gates, not gates)
+        return frame
+
+    # --- issues from proposal_submit ----------------------------------------------------------
+
+    def add_issues(self, issues: list[FrameIssue]) -> None:
+        """Put each frame issue next to the field that produced it; the rest above the form."""
+        for issue in issues:
+            self.add_error(self._field_for(issue.path), str(issue))
+
+    def _field_for(self, path: tuple) -> str | None:
+        if not path:
+            return None
+        head = path[0]
+        if head in (
+            "title",
+            "purpose",
+            "objectives",
+            "constraints",
+            "scope",
+            "default_classes",
+            "class_pull",
+            "open_loop_work_types",
+        ):
+            return head
+        if head == "work_types" and len(path) > 1:
+            name = path[1]
+            if f"wt__{name}" in self.fields:
+                return f"wt__{name}"
+            if name == self.cleaned_data.get("new_wt_name"):
+                return "new_wt_classes"
+        if head == "gates" and len(path) > 1:
+            if path[1] == "primary":
+                return "gate_primary"
+            if path[1] == "min_improvement":
+                return "gate_min_improvement"
+            if (
+                path[1] == "limits"
+                and len(path) > 2
+                and isinstance(path[2], int)
+                and path[2] < len(self._limit_index_to_row)
+            ):
+                row = self._limit_index_to_row[path[2]]
+                if len(path) > 3 and path[3] in LIMIT_BOUNDS:
+                    return f"limit_{row}_{path[3]}"
+                return f"limit_{row}_metric"
+        return "raw_patch" if self.cleaned_data.get("raw_patch") else None
+
+
+class ReviewForm(forms.Form):
+    backtest = forms.IntegerField(widget=forms.HiddenInput)
+    verdict = forms.ChoiceField(choices=ApprovalVerdict.choices, widget=forms.RadioSelect)
+    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+
+class AuditFilterForm(forms.Form):
+    project = forms.ChoiceField(required=False)
+    action = forms.ChoiceField(required=False)
+    actor = forms.CharField(required=False, label="Actor (username)")
+    since = forms.DateField(
+        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+    )
+
+    def __init__(self, *args, projects: list[str], actions: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["project"].choices = [("", "all")] + [(s, s) for s in projects]
+        self.fields["action"].choices = [("", "all")] + [(a, a) for a in actions]

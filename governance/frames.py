@@ -1,0 +1,271 @@
+"""Frame snapshots as plain JSON: validate, patch (RFC 7386), compute a patch, diff; no Django here.
+
+Validation reuses the corpus format's own checker (selection.corpus.frames.check_frame) so a frame a
+proposal produces obeys exactly the rules an imported corpus.yaml frame does; this module only adds
+what proposals need on top: issues keyed by their path in the frame, duplicate checks and warnings.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from selection.corpus.frames import FRAME_KEYS, GATES_KEYS, METRICS, check_frame, merge_patch
+from selection.corpus.places import Place, Report, format_path
+
+__all__ = [
+    "FRAME_KEYS",
+    "GATES_KEYS",
+    "LIMIT_BOUNDS",
+    "METRICS",
+    "FieldDiff",
+    "FrameIssue",
+    "Mark",
+    "apply_patch",
+    "compute_patch",
+    "diff_frames",
+    "frame_classes",
+    "frame_issues",
+    "unknown_class_warnings",
+]
+
+LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
+
+
+@dataclass(frozen=True)
+class FrameIssue:
+    """One problem with a frame, at a path like `work_types.implementation-review[2]`."""
+
+    path: tuple[str | int, ...]
+    message: str
+
+    @property
+    def where(self) -> str:
+        return format_path(self.path) if self.path else "patch"
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+class _PathReport(Report):
+    """The corpus Report, also keeping each issue's path inside the frame (not a file location)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[FrameIssue] = []
+
+    def add(self, place: Place, message: str, field: str | None = None) -> None:
+        super().add(place, message, field)
+        path = place.path
+        # a missing required key or a limit without a bound is reported at its parent mapping
+        if field and (not path or path[-1] != field):
+            path = path + (field,)
+        self.found.append(FrameIssue(tuple(path), message))
+
+
+def apply_patch(snapshot: Mapping[str, Any], patch: Any) -> tuple[dict[str, Any], list[FrameIssue]]:
+    """The frame after a JSON Merge Patch, or issues when the patch is not a frame patch at all."""
+    if not isinstance(patch, dict):
+        return dict(snapshot), [
+            FrameIssue((), "a patch is a JSON Merge Patch: a mapping of frame keys")
+        ]
+    return merge_patch(copy.deepcopy(dict(snapshot)), patch), []
+
+
+def frame_issues(frame: Any, *, project: str, declared: Collection[str]) -> list[FrameIssue]:
+    """Every reason `frame` is not a valid version-1 ProjectFrame; empty when it is one."""
+    report = _PathReport()
+    check_frame(frame, Place("frame"), report, project=project, declared=declared)
+    issues = list(report.found)
+    if isinstance(frame, dict):
+        issues += _duplicates(frame)
+    return issues
+
+
+def _duplicates(frame: Mapping[str, Any]) -> list[FrameIssue]:
+    # the corpus checker accepts a repeated class; in a preference order a repeat is ambiguous
+    lists: list[tuple[tuple[str | int, ...], Any]] = [
+        (("scope",), frame.get("scope")),
+        (("default_classes",), frame.get("default_classes")),
+        (("open_loop_work_types",), frame.get("open_loop_work_types")),
+    ]
+    work_types = frame.get("work_types")
+    if isinstance(work_types, dict):
+        lists += [(("work_types", name), classes) for name, classes in sorted(work_types.items())]
+    issues = []
+    for path, values in lists:
+        if not isinstance(values, list):
+            continue
+        seen: dict[Any, int] = {}
+        for index, value in enumerate(values):
+            if not isinstance(value, str):
+                continue
+            if value in seen:
+                issues.append(
+                    FrameIssue(
+                        path + (index,), f'"{value}" is listed twice (first at [{seen[value]}])'
+                    )
+                )
+            else:
+                seen[value] = index
+    return issues
+
+
+def frame_classes(frame: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every evidence class a frame names, with its path: default classes, then work types."""
+    named: list[tuple[tuple[str | int, ...], str]] = []
+    for index, cls in enumerate(frame.get("default_classes") or ()):
+        named.append((("default_classes", index), cls))
+    for name, classes in sorted((frame.get("work_types") or {}).items()):
+        for index, cls in enumerate(classes or ()):
+            named.append((("work_types", name, index), cls))
+    return named
+
+
+def unknown_class_warnings(
+    frame: Mapping[str, Any], *, carried: Collection[str], scope: Iterable[str]
+) -> list[str]:
+    """A warning per class that no unit in scope carries: legal, but it can never admit anything."""
+    scope_text = ", ".join(scope)
+    return [
+        f'{format_path(path)}: no unit in scope ({scope_text}) carries the class "{cls}"'
+        for path, cls in frame_classes(frame)
+        if cls not in carried
+    ]
+
+
+def compute_patch(base: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
+    """The smallest JSON Merge Patch from `base` to `target`: changed keys only, lists whole."""
+    patch: dict[str, Any] = {}
+    for key in sorted(set(base) | set(target)):
+        if key not in target or target[key] is None:
+            if key in base:
+                patch[key] = None
+        elif key not in base:
+            patch[key] = copy.deepcopy(target[key])
+        elif isinstance(base[key], dict) and isinstance(target[key], dict):
+            inner = compute_patch(base[key], target[key])
+            if inner:
+                patch[key] = inner
+        elif base[key] != target[key]:
+            patch[key] = copy.deepcopy(target[key])
+    return patch
+
+
+# --- diff -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One shown value in a diff column; mark is kept | added | removed | moved | changed."""
+
+    text: str
+    mark: str = "kept"
+
+
+@dataclass(frozen=True)
+class FieldDiff:
+    """One field of two frames side by side; status is same | changed | added | removed."""
+
+    path: str
+    status: str
+    left: tuple[Mark, ...]
+    right: tuple[Mark, ...]
+
+    @property
+    def changed(self) -> bool:
+        return self.status != "same"
+
+
+_ABSENT = object()
+
+
+def diff_frames(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[FieldDiff]:
+    """Field by field; work types one row each; ordered lists item by item with moves marked."""
+    rows: list[FieldDiff] = []
+    extras = sorted(k for k in set(a) | set(b) if k not in FRAME_KEYS)
+    for key in (*FRAME_KEYS, *extras):
+        left, right = a.get(key, _ABSENT), b.get(key, _ABSENT)
+        if left is _ABSENT and right is _ABSENT:
+            continue
+        if key == "work_types" and _mapping_or_absent(left) and _mapping_or_absent(right):
+            left_map = left if isinstance(left, dict) else {}
+            right_map = right if isinstance(right, dict) else {}
+            for name in sorted(set(left_map) | set(right_map)):
+                rows.append(
+                    _diff_value(
+                        f"work_types.{name}",
+                        left_map.get(name, _ABSENT),
+                        right_map.get(name, _ABSENT),
+                    )
+                )
+        elif key == "gates" and _mapping_or_absent(left) and _mapping_or_absent(right):
+            left_map = left if isinstance(left, dict) else {}
+            right_map = right if isinstance(right, dict) else {}
+            names = [k for k in GATES_KEYS if k in left_map or k in right_map]
+            names += sorted(k for k in set(left_map) | set(right_map) if k not in GATES_KEYS)
+            for name in names:
+                rows.append(
+                    _diff_value(
+                        f"gates.{name}", left_map.get(name, _ABSENT), right_map.get(name, _ABSENT)
+                    )
+                )
+        else:
+            rows.append(_diff_value(key, left, right))
+    return rows
+
+
+def _mapping_or_absent(value: Any) -> bool:
+    return value is _ABSENT or isinstance(value, dict)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def _diff_value(path: str, left: Any, right: Any) -> FieldDiff:
+    if left is _ABSENT:
+        return FieldDiff(path, "added", (), _as_marks(right, "added"))
+    if right is _ABSENT:
+        return FieldDiff(path, "removed", _as_marks(left, "removed"), ())
+    if isinstance(left, list) and isinstance(right, list):
+        left_marks, right_marks = diff_lists([_text(v) for v in left], [_text(v) for v in right])
+        status = "same" if left == right else "changed"
+        return FieldDiff(path, status, left_marks, right_marks)
+    if left == right:
+        return FieldDiff(path, "same", (Mark(_text(left)),), (Mark(_text(right)),))
+    return FieldDiff(
+        path, "changed", (Mark(_text(left), "changed"),), (Mark(_text(right), "changed"),)
+    )
+
+
+def _as_marks(value: Any, mark: str) -> tuple[Mark, ...]:
+    if isinstance(value, list):
+        return tuple(Mark(_text(v), mark) for v in value)
+    return (Mark(_text(value), mark),)
+
+
+def diff_lists(left: list[str], right: list[str]) -> tuple[tuple[Mark, ...], tuple[Mark, ...]]:
+    """Item-by-item marks: the longest common runs stay kept; other items on both sides moved."""
+    matcher = difflib.SequenceMatcher(a=left, b=right, autojunk=False)
+    kept_left: set[int] = set()
+    kept_right: set[int] = set()
+    for block in matcher.get_matching_blocks():
+        kept_left.update(range(block.a, block.a + block.size))
+        kept_right.update(range(block.b, block.b + block.size))
+    in_right, in_left = set(right), set(left)
+    left_marks = tuple(
+        Mark(v, "kept" if i in kept_left else ("moved" if v in in_right else "removed"))
+        for i, v in enumerate(left)
+    )
+    right_marks = tuple(
+        Mark(v, "kept" if i in kept_right else ("moved" if v in in_left else "added"))
+        for i, v in enumerate(right)
+    )
+    return left_marks, right_marks
