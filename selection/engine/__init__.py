@@ -1,0 +1,60 @@
+"""The selection engine: pure Python, no Django import anywhere below this package."""
+
+from .attribution import Attribution, FailureCode, attribute
+from .conditions import (
+    CONDITIONS,
+    LADDER,
+    Condition,
+    UnknownCondition,
+    effective_condition,
+    get_condition,
+)
+from .index import CorpusIndex, DenseSearcher, NumpyExactSearcher, tokenise
+from .pipeline import ENGINE_VERSION, POLICY_VERSION, select
+from .reason_codes import Disposition, ReasonCode, Stage
+from .types import (
+    BundleItem,
+    CandidateRecord,
+    ContextBundle,
+    ContextTrace,
+    EngineConfig,
+    ProjectFrame,
+    SelectionRequest,
+    SelectionResult,
+    Unit,
+    WorkFrame,
+    WorkSignal,
+)
+
+__all__ = [
+    "Attribution",
+    "BundleItem",
+    "CONDITIONS",
+    "CandidateRecord",
+    "Condition",
+    "ContextBundle",
+    "ContextTrace",
+    "CorpusIndex",
+    "DenseSearcher",
+    "Disposition",
+    "ENGINE_VERSION",
+    "EngineConfig",
+    "FailureCode",
+    "LADDER",
+    "NumpyExactSearcher",
+    "POLICY_VERSION",
+    "ProjectFrame",
+    "ReasonCode",
+    "SelectionRequest",
+    "SelectionResult",
+    "Stage",
+    "Unit",
+    "UnknownCondition",
+    "WorkFrame",
+    "WorkSignal",
+    "attribute",
+    "effective_condition",
+    "get_condition",
+    "select",
+    "tokenise",
+]

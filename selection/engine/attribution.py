@@ -1,0 +1,102 @@
+"""Failure attribution against a ledger: each missed MUST unit and each admitted harmful or stale
+unit gets E0..E6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .reason_codes import ReasonCode
+from .types import ContextTrace, _Serialisable
+
+
+class FailureCode(StrEnum):
+    E0 = "E0"  # required evidence absent from memory
+    E1 = "E1"  # present, but retrieval never surfaced it as a candidate
+    E2 = "E2"  # surfaced but ruled ineligible
+    E3 = "E3"  # eligible but lost in ranking or to the budget
+    E4 = "E4"  # superseded or harmful evidence admitted
+    E5 = "E5"  # coalescing damaged a needed distinction (folded away, or rejected as redundant)
+    E6 = "E6"  # good context supplied; the reader failed
+
+
+DESCRIPTIONS: dict[FailureCode, str] = {
+    FailureCode.E0: "required evidence absent from memory",
+    FailureCode.E1: "present, but frame-conditioned retrieval never surfaced it",
+    FailureCode.E2: "surfaced but ruled ineligible",
+    FailureCode.E3: "eligible but lost during ranking or to the budget",
+    FailureCode.E4: "superseded or harmful evidence admitted",
+    FailureCode.E5: "coalescing damaged a needed distinction",
+    FailureCode.E6: "good context supplied; the reader failed",
+}
+
+
+@dataclass(frozen=True)
+class UnitAttribution(_Serialisable):
+    unit_id: str
+    label: str  # the ledger label (HARMFUL for stale units the ledger did not label)
+    code: str
+    stage: str  # the trace stage that decided it ("" when it was never a candidate)
+    reason_code: str  # the trace reason code ("" when it was never a candidate)
+
+
+@dataclass(frozen=True)
+class Attribution(_Serialisable):
+    units: tuple[UnitAttribution, ...]  # sorted by (code, unit id)
+    codes: tuple[str, ...]  # distinct codes, sorted
+
+    def code_of(self, unit_id: str) -> str | None:
+        for entry in self.units:
+            if entry.unit_id == unit_id:
+                return entry.code
+        return None
+
+
+def attribute(
+    trace: ContextTrace,
+    ledger: Mapping[str, str],
+    corpus_ids: Collection[str],
+    *,
+    reader_failed: bool | None = None,
+) -> Attribution:
+    """Attribute failures to the stage that caused them.
+
+    A missed MUST unit: E0 not in `corpus_ids`; E1 not a candidate; E2 rejected at eligibility;
+    E5 folded into another item (its text never reached the model) or rejected as redundant;
+    E3 otherwise (eligible, then outranked or omitted for budget).
+    An admitted (or folded) unit labelled HARMFUL, or one whose temporal validity was below 1 at the
+    standpoint, is E4. E6 only when `reader_failed` is True and no unit was attributed E0..E5.
+    """
+    by_id = {c.unit_id: c for c in trace.candidates}
+    entries: list[UnitAttribution] = []
+    for unit_id in sorted(u for u, lab in ledger.items() if lab == "MUST"):
+        c = by_id.get(unit_id)
+        if unit_id not in corpus_ids:
+            entries.append(UnitAttribution(unit_id, "MUST", FailureCode.E0.value, "", ""))
+            continue
+        if c is None:
+            entries.append(UnitAttribution(unit_id, "MUST", FailureCode.E1.value, "", ""))
+            continue
+        if c.disposition == "admitted":
+            continue
+        if c.disposition == "folded" or c.reason_code == ReasonCode.REDUNDANT_WITH_ADMITTED:
+            code = FailureCode.E5
+        elif not c.eligible:
+            code = FailureCode.E2
+        else:
+            code = FailureCode.E3
+        entries.append(UnitAttribution(unit_id, "MUST", code.value, c.stage, c.reason_code))
+    for c in sorted(trace.candidates, key=lambda r: r.unit_id):
+        if c.disposition not in ("admitted", "folded"):
+            continue
+        lab = ledger.get(c.unit_id, "DISTRACTOR")
+        if lab == "HARMFUL" or c.signals.temporal_validity < 1.0:
+            entries.append(
+                UnitAttribution(c.unit_id, lab, FailureCode.E4.value, c.stage, c.reason_code)
+            )
+    if reader_failed and not entries:
+        entries.append(UnitAttribution("", "", FailureCode.E6.value, "reader", ""))
+    entries.sort(key=lambda e: (e.code, e.unit_id))
+    return Attribution(units=tuple(entries), codes=tuple(sorted({e.code for e in entries})))

@@ -1,0 +1,119 @@
+"""The condition ladder C0..C6 and the oracle CO: named policies chosen by a registry that rejects
+unknown names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .types import ESTABLISHMENTS
+
+
+class UnknownCondition(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Which parts of the pipeline a named condition switches on; each rung adds to the last."""
+
+    name: str
+    label: str
+    scope_filter: bool = False  # eligibility: drop units outside the frame's scope
+    recency: bool = False  # C1: add the most recent units to the pool and weight by recency
+    class_policy: str = "none"  # none | default (ProjectFrame.default_classes) | work_type
+    objective_expansion: bool = False  # the objective runs as a second query, fused with the first
+    class_pull: bool = False  # each preferred class is guaranteed `class_pull` candidates
+    layers: bool = (
+        False  # temporal/evidential/open-loop signals weight the rank score; supersession rule
+    )
+    successor_pull: bool = False  # a superseded candidate pulls its successor into the pool
+    adjacency: bool = False  # the adjacency signal weights the rank score
+    coalescing: bool = False  # echo folding, dissent items, supersession notes
+    redundancy_rule: bool = False  # reject items too similar to one already admitted
+    oracle: bool = False  # read the hidden ledger (CO only)
+    hard_class_rule: bool = True  # False: class absence is recorded but never excludes (soft frame)
+    flat_rank: bool = False  # True: rank by score alone, ignoring class buckets
+
+
+_C0 = Condition("C0", "strong RAG, query only")
+_C1 = replace(_C0, name="C1", label="C0 + recency preference", recency=True)
+_C2 = replace(_C0, name="C2", label="C0 restricted to the frame scope", scope_filter=True)
+_C3 = replace(
+    _C2, name="C3", label="C2 + ProjectFrame default class policy", class_policy="default"
+)
+_C4 = replace(
+    _C3,
+    name="C4",
+    label="C3 + WorkFrame: objective-expanded recall, work-type policy, class pull",
+    class_policy="work_type",
+    objective_expansion=True,
+    class_pull=True,
+)
+_C5 = replace(
+    _C4,
+    name="C5",
+    label="C4 + temporal, evidential and open-loop signals with successor pulls",
+    layers=True,
+    successor_pull=True,
+)
+_C6 = replace(
+    _C5,
+    name="C6",
+    label="C5 + adjacency, coalescing and redundancy",
+    adjacency=True,
+    coalescing=True,
+    redundancy_rule=True,
+)
+_CO = Condition("CO", "ledger oracle: MUST then SHOULD units within the budget", oracle=True)
+
+CONDITIONS: dict[str, Condition] = {c.name: c for c in (_C0, _C1, _C2, _C3, _C4, _C5, _C6, _CO)}
+LADDER: tuple[str, ...] = ("C0", "C1", "C2", "C3", "C4", "C5", "C6")
+
+
+def get_condition(name: str) -> Condition:
+    try:
+        return CONDITIONS[name]
+    except KeyError:
+        known = ", ".join(CONDITIONS)
+        raise UnknownCondition(f"unknown condition {name!r}; known: {known}") from None
+
+
+def effective_condition(
+    condition: Condition, establishment: str, *, enabled: bool = True
+) -> tuple[Condition, str]:
+    """The abstention hook: weaken work-frame conditioning as the frame's establishment degrades.
+
+    Declared and confidently inferred frames run exactly as named. Only conditions that read the
+    work frame (class_policy == "work_type") are touched:
+      inferred-ambiguous -> "<name>~soft": the frame may still widen recall (objective query, class
+          pull) but neither excludes (no class-absent rule) nor reorders (flat ranking);
+      unknown -> "<name>~query": no objective query, no class pull, no class policy; scope and the
+          corpus-fact layers (supersession, evidence, coalescing) stay, since they do not depend on
+          what the work is.
+    Returns the condition to run and a note for the trace ("" when unchanged).
+    """
+    if establishment not in ESTABLISHMENTS:
+        raise ValueError(
+            f"unknown establishment {establishment!r}; known: {', '.join(ESTABLISHMENTS)}"
+        )
+    if not enabled or condition.class_policy != "work_type":
+        return condition, ""
+    if establishment == "inferred-ambiguous":
+        soft = replace(
+            condition, name=f"{condition.name}~soft", hard_class_rule=False, flat_rank=True
+        )
+        return (
+            soft,
+            "work frame inferred-ambiguous: frame widens recall but neither excludes nor reorders",
+        )
+    if establishment == "unknown":
+        query_only = replace(
+            condition,
+            name=f"{condition.name}~query",
+            class_policy="none",
+            objective_expansion=False,
+            class_pull=False,
+        )
+        return query_only, "work frame establishment unknown: work-frame conditioning withdrawn"
+    return condition, ""

@@ -1,0 +1,391 @@
+"""select(request, index) -> SelectionResult: the staged policy, one record per candidate, no clock,
+no Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from . import signals as sig
+from .budget import admit_within_budget
+from .coalesce import coalesce, one_item_each
+from .conditions import Condition, effective_condition, get_condition
+from .index import TOKENISER, CorpusIndex
+from .policy import Working, apply_eligibility, preferences, rank, work_type_preferences
+from .reason_codes import REASON_DISPOSITION, ReasonCode, Stage
+from .render import render_bundle
+from .retrieval import Pool, QueryHits, build_pool, search
+from .types import (
+    BudgetState,
+    BundleItem,
+    CandidateRecord,
+    CoalescingOp,
+    ContextBundle,
+    ContextTrace,
+    EngineConfig,
+    RetrievalRecord,
+    RetrieverConfig,
+    SelectionRequest,
+    SelectionResult,
+    Signals,
+    StageSummary,
+)
+
+ENGINE_VERSION = "frame-governance-engine/0.1.0"
+POLICY_VERSION = "staged-frame-conditioned-v1"
+TRACE_SCHEMA = "context-trace/v1"
+
+SIGNAL_NAMES = (
+    "query_relevance",
+    "goal_relevance",
+    "project_relevance",
+    "temporal_validity",
+    "evidence_strength",
+    "open_loop_relevance",
+    "adjacency",
+    "recency",
+    "redundancy",
+)
+
+
+def select(
+    request: SelectionRequest, index: CorpusIndex, config: EngineConfig | None = None
+) -> SelectionResult:
+    """Build the context bundle and its trace for one request.
+
+    The ledger is read only under the oracle condition CO; C0..C6 never look at it.
+    """
+    config = config or EngineConfig()
+    if request.budget_tokens < 0:
+        raise ValueError("budget_tokens must be >= 0")
+    named = get_condition(request.condition)
+    work = _canonical_work_frame(request.work_frame)
+    condition, note = effective_condition(named, work.establishment, enabled=config.abstention)
+    standpoint = request.standpoint or work.standpoint
+    frame = request.project_frame
+    scope = frame.scope_set
+    budget = request.budget_tokens
+
+    if condition.oracle:
+        candidates, pool, drafts_decided, ops, stages = _oracle(request, index, config, standpoint)
+    else:
+        candidates, pool, drafts_decided, ops, stages = _ladder(
+            request, index, config, condition, standpoint, scope, budget
+        )
+
+    items = tuple(
+        BundleItem(
+            item_id=d.draft.item_id,
+            sources=d.draft.sources,
+            evidence_class=d.draft.primary.unit.evidence_class,
+            project=d.draft.primary.unit.project,
+            text=d.draft.primary.unit.text,
+            contradicts=d.draft.contradicts,
+            notes=tuple(d.draft.notes),
+            rendered=d.rendered,
+            tokens=d.tokens,
+        )
+        for d in drafts_decided
+        if d.admitted
+    )
+    rendered, tokens, digest = render_bundle([i.rendered for i in items])
+    bundle = ContextBundle(
+        items=items, rendered=rendered, tokens=tokens, digest=digest, budget_tokens=budget
+    )
+    admitted_items = sum(1 for d in drafts_decided if d.admitted)
+    stages.append(
+        StageSummary(
+            Stage.BUDGET.value,
+            len(drafts_decided),
+            admitted_items,
+            (("bundle_tokens", str(tokens)),),
+        )
+    )
+
+    trace = ContextTrace(
+        schema=TRACE_SCHEMA,
+        engine_version=ENGINE_VERSION,
+        policy_version=POLICY_VERSION,
+        condition=named.name,
+        effective_condition=condition.name,
+        condition_note=note,
+        project_frame=replace(frame, work_types=tuple(sorted(frame.work_types))),
+        work_frame=work,
+        query=request.query,
+        standpoint=standpoint,
+        budget_tokens=budget,
+        config=config,
+        retriever=_retriever_config(index, request, pool, config),
+        candidates=_records(candidates, pool),
+        coalescing=tuple(ops),
+        stages=tuple(stages),
+        bundle_digest=digest,
+        bundle_tokens=tokens,
+    )
+    return SelectionResult(bundle=bundle, trace=trace)
+
+
+def _canonical_work_frame(work):
+    """Signal order and citation order carry no meaning; fix them so a shuffle cannot reach the
+    trace.
+    """
+    return replace(
+        work,
+        signals=tuple(sorted(work.signals, key=lambda s: (s.id, s.kind, s.content))),
+        cites=tuple(sorted((name, tuple(sorted(ids))) for name, ids in work.cites)),
+    )
+
+
+def _ladder(request, index, config, condition: Condition, standpoint, scope, budget):
+    frame, work = request.project_frame, request.work_frame
+    prefs = preferences(condition, frame, work)
+    pool = build_pool(
+        index,
+        query=request.query,
+        query_vector=request.query_vector,
+        objective=work.objective,
+        objective_vector=request.objective_vector,
+        condition=condition,
+        preferences=prefs,
+        scope=scope,
+        class_pull=frame.class_pull,
+        standpoint=standpoint,
+        config=config,
+    )
+    candidates = [
+        Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(pool.order)
+    ]
+    for r, c in enumerate(sorted(candidates, key=lambda c: (-c.query_score, c.uid)), start=1):
+        c.retrieval_rank = r
+    positions = np.asarray(pool.order, dtype=np.int64)
+    jaccard = _compute_signals(candidates, positions, index, request, standpoint, scope)
+    stages = [
+        StageSummary(
+            Stage.RETRIEVAL.value,
+            len(index),
+            len(candidates),
+            tuple((k, str(v)) for k, v in sorted(pool.counts.items())),
+        )
+    ]
+    stages.append(StageSummary(Stage.SIGNALS.value, len(candidates), len(candidates)))
+
+    eligible = apply_eligibility(
+        candidates,
+        index=index,
+        condition=condition,
+        scope=scope,
+        prefs=prefs,
+        standpoint=standpoint,
+        config=config,
+        budget_tokens=budget,
+    )
+    stages.append(StageSummary(Stage.ELIGIBILITY.value, len(candidates), len(eligible)))
+    ranked = rank(
+        eligible,
+        condition=condition,
+        prefs=prefs,
+        config=config,
+        open_loop_applies=condition.class_policy == "work_type",
+    )
+    stages.append(StageSummary(Stage.RANKING.value, len(eligible), len(ranked)))
+
+    ops: list[CoalescingOp] = []
+    if condition.coalescing:
+        rejected = [c for c in candidates if not c.eligible]
+        drafts, ops = coalesce(ranked, rejected, index)
+        stages.append(StageSummary(Stage.COALESCING.value, len(ranked), len(drafts)))
+    else:
+        drafts = one_item_each(ranked)
+    row_of = {pos: i for i, pos in enumerate(pool.order)}
+    decided = admit_within_budget(
+        drafts,
+        budget_tokens=budget,
+        redundancy_threshold=config.redundancy_threshold if condition.redundancy_rule else None,
+        jaccard=jaccard,
+        row_of=row_of,
+    )
+    return candidates, pool, decided, ops, stages
+
+
+def _oracle(request, index, config, standpoint):
+    """CO: admit MUST then SHOULD units (each label in id order) within the budget. Not a system: a
+    ceiling.
+    """
+    if request.ledger is None:
+        raise ValueError("condition CO needs request.ledger")
+    ledger = request.ledger
+    order = [
+        uid
+        for label in ("MUST", "SHOULD")
+        for uid in sorted(u for u, lab in ledger.items() if lab == label)
+    ]
+    pool = Pool()
+    pool.query = search(index, request.query, request.query_vector, config)
+    fused_rank = {p: r for r, (p, _) in enumerate(pool.query.fused, start=1)}
+    n = len(pool.query.fused)
+    for uid in order:
+        pos = index.position.get(uid)
+        if pos is None or pos in pool.score:
+            continue  # a ledger unit missing from memory is E0, not a candidate
+        r = fused_rank.get(pos)
+        pool.add(pos, 1.0 - (r - 1) / n if r is not None else 0.0, "ledger")
+    pool.counts["ledger"] = len(pool.order)
+    candidates = [
+        Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(pool.order)
+    ]
+    for c in candidates:
+        c.retrieval_rank = c.pool_rank
+        c.rank = c.pool_rank
+        c.bucket = 0
+        c.rank_score = round(c.query_score, 6)
+    positions = np.asarray(pool.order, dtype=np.int64)
+    _compute_signals(
+        candidates, positions, index, request, standpoint, request.project_frame.scope_set
+    )
+    stages = [StageSummary(Stage.ORACLE.value, len(ledger), len(candidates))]
+    decided = admit_within_budget(
+        one_item_each(candidates),
+        budget_tokens=request.budget_tokens,
+        admitted_reason=ReasonCode.ORACLE_LEDGER,
+    )
+    return candidates, pool, decided, [], stages
+
+
+def _compute_signals(
+    candidates: Sequence[Working],
+    positions: np.ndarray,
+    index: CorpusIndex,
+    request,
+    standpoint,
+    scope,
+) -> np.ndarray:
+    """All nine signals for every candidate, before eligibility; returns the Jaccard matrix."""
+    frame, work = request.project_frame, request.work_frame
+    # goal relevance always reads the work frame's own preference list, whatever the condition ranks
+    # by,
+    # so the same unit's trace is comparable across conditions
+    goal_prefs = work_type_preferences(frame, work.work_type)
+    overlap = sig.objective_overlap(index, positions, work.objective)
+    class_terms = np.asarray(
+        [sig.class_term(c.unit.evidence_class, goal_prefs) for c in candidates]
+    )
+    goal = sig.goal_relevance(class_terms, overlap) if candidates else np.zeros(0)
+    jaccard = sig.jaccard_matrix(index, positions)
+    redundancy = sig.redundancy_before(jaccard)
+    loop_weight = sig.open_loop_weight(frame, work.work_type)
+    reference = standpoint or index.newest
+    pool_ids = frozenset(c.uid for c in candidates)
+    for i, c in enumerate(candidates):
+        u = c.unit
+        c.signals = {
+            "query_relevance": round(c.query_score, 6),
+            "goal_relevance": round(float(goal[i]), 6),
+            "project_relevance": 1.0 if u.project in scope else 0.0,
+            "temporal_validity": sig.temporal_validity(u, standpoint, index),
+            "evidence_strength": sig.evidence_strength(u),
+            "open_loop_relevance": loop_weight if sig.is_open(u) else 0.0,
+            "adjacency": round(sig.adjacency(index, u.id, pool_ids), 6),
+            "recency": round(sig.recency(u, reference), 6),
+            "redundancy": round(float(redundancy[i]), 6),
+        }
+    return jaccard
+
+
+def _hit(hits: QueryHits | None, ranks: dict[int, int] | None, pos: int, dense: bool):
+    if hits is None:
+        return None, None
+    if dense:
+        if hits.dense is None:
+            return None, None
+        return float(hits.dense[pos]), ranks.get(pos)
+    return float(hits.bm25[pos]), ranks.get(pos)
+
+
+def _records(candidates: Sequence[Working], pool: Pool) -> tuple[CandidateRecord, ...]:
+    maps = (
+        pool.query.rank_maps() if pool.query else ({}, {}, {}),
+        pool.objective.rank_maps() if pool.objective else ({}, {}, {}),
+    )
+    return tuple(_record(c, pool, maps) for c in candidates)
+
+
+def _record(c: Working, pool: Pool, maps) -> CandidateRecord:
+    (q_lex, q_dense, q_fused), (o_lex, o_dense, o_fused) = maps
+    sources = []
+    if c.pos in q_lex:
+        sources.append("bm25")
+    if c.pos in q_dense:
+        sources.append("dense")
+    if c.pos in o_lex:
+        sources.append("objective_bm25")
+    if c.pos in o_dense:
+        sources.append("objective_dense")
+    pulled = pool.pulled_by.get(c.pos)
+    if pulled:
+        sources.append(pulled.split(":", 1)[0])
+    bm25_score, bm25_rank = _hit(pool.query, q_lex, c.pos, False)
+    dense_score, dense_rank = _hit(pool.query, q_dense, c.pos, True)
+    obm25_score, obm25_rank = _hit(pool.objective, o_lex, c.pos, False)
+    odense_score, odense_rank = _hit(pool.objective, o_dense, c.pos, True)
+    fused = pool.fused.get(c.pos)
+    retrieval = RetrievalRecord(
+        sources=tuple(sources),
+        pool_rank=c.pool_rank,
+        retrieval_rank=c.retrieval_rank,
+        query_score=round(c.query_score, 6),
+        fused_score=fused[0] if fused else None,
+        fused_rank=fused[1] if fused else None,
+        bm25_score=bm25_score if bm25_score is not None else 0.0,
+        bm25_rank=bm25_rank,
+        dense_score=dense_score,
+        dense_rank=dense_rank,
+        objective_bm25_score=obm25_score,
+        objective_bm25_rank=obm25_rank,
+        objective_dense_score=odense_score,
+        objective_dense_rank=odense_rank,
+        query_fused_rank=q_fused.get(c.pos),
+        objective_fused_rank=o_fused.get(c.pos),
+        pulled_by=pulled,
+    )
+    reason = c.reason
+    assert reason is not None, f"{c.uid} left the pipeline without a decision"
+    return CandidateRecord(
+        unit_id=c.uid,
+        project=c.unit.project,
+        evidence_class=c.unit.evidence_class,
+        unit_tokens=c.unit.tokens,
+        retrieval=retrieval,
+        signals=Signals(**{name: float(c.signals[name]) for name in SIGNAL_NAMES}),
+        eligibility=tuple(c.checks),
+        eligible=c.eligible,
+        bucket=c.bucket,
+        rank_score=c.rank_score,
+        rank=c.rank,
+        stage=c.stage,
+        reason_code=reason.value,
+        disposition=REASON_DISPOSITION[reason].value,
+        budget=BudgetState(spent=c.budget[0], remaining=c.budget[1]),
+        item_id=c.item_id,
+        redundancy_with_admitted=c.redundancy_admitted,
+        noted_on=c.noted_on,
+    )
+
+
+def _retriever_config(
+    index: CorpusIndex, request: SelectionRequest, pool: Pool, config: EngineConfig
+) -> RetrieverConfig:
+    dense_used = index.dense is not None and request.query_vector is not None
+    return RetrieverConfig(
+        tokeniser=TOKENISER,
+        bm25=index.bm25.describe(),
+        dense=index.dense.name if dense_used else "none",
+        dense_dimension=index.dense.dimension if dense_used else None,
+        fusion=f"rrf(k={config.rrf_k})"
+        if dense_used
+        else f"bm25-only(1/(k+rank), k={config.rrf_k})",
+        corpus_size=len(index),
+        corpus_digest=index.digest,
+    )

@@ -1,0 +1,220 @@
+"""Hard eligibility and ranking: class-preference buckets, score inside a bucket, explicit tie-
+breaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from .conditions import Condition
+from .index import CorpusIndex
+from .reason_codes import ReasonCode, Stage
+from .signals import preference_tier, superseded_as_of
+from .types import EligibilityCheck, EngineConfig, ProjectFrame, Unit, WorkFrame
+
+
+class Working:
+    """A candidate's mutable record while the pipeline runs; frozen into a CandidateRecord at the
+    end.
+    """
+
+    __slots__ = (
+        "pos",
+        "unit",
+        "pool_rank",
+        "retrieval_rank",
+        "query_score",
+        "signals",
+        "checks",
+        "eligible",
+        "bucket",
+        "rank_score",
+        "rank",
+        "stage",
+        "reason",
+        "budget",
+        "item_id",
+        "redundancy_admitted",
+        "noted_on",
+        "folded",
+    )
+
+    def __init__(self, pos: int, unit: Unit, pool_rank: int, query_score: float):
+        self.pos = pos
+        self.unit = unit
+        self.pool_rank = pool_rank
+        self.retrieval_rank = 0
+        self.query_score = query_score
+        self.signals: dict[str, float] = {}
+        self.checks: list[EligibilityCheck] = []
+        self.eligible = True
+        self.bucket: int | None = None
+        self.rank_score = 0.0
+        self.rank: int | None = None
+        self.stage = ""
+        self.reason: ReasonCode | None = None
+        self.budget: tuple[int, int] = (0, 0)
+        self.item_id: str | None = None
+        self.redundancy_admitted: float | None = None
+        self.noted_on: str | None = None
+        self.folded = False
+
+    @property
+    def uid(self) -> str:
+        return self.unit.id
+
+
+def preferences(condition: Condition, frame: ProjectFrame, work: WorkFrame) -> tuple[str, ...]:
+    """The class-preference order the condition ranks by: none, the frame default, or the work
+    type's.
+    """
+    if condition.class_policy == "none":
+        return ()
+    if condition.class_policy == "default":
+        return frame.default_classes
+    return work_type_preferences(frame, work.work_type)
+
+
+def work_type_preferences(frame: ProjectFrame, work_type: str | None) -> tuple[str, ...]:
+    """The work type's listed classes; a work type the frame does not list falls back to
+    default_classes.
+    """
+    listed = frame.classes_for(work_type)
+    return listed if listed else frame.default_classes
+
+
+def apply_eligibility(
+    candidates: Sequence[Working],
+    *,
+    index: CorpusIndex,
+    condition: Condition,
+    scope: frozenset[str],
+    prefs: Sequence[str],
+    standpoint: datetime | None,
+    config: EngineConfig,
+    budget_tokens: int,
+) -> list[Working]:
+    """Run every applicable rule on every candidate and record each; the first failure disposes of
+    it.
+    """
+    in_pool = {c.uid for c in candidates}
+    eligible: list[Working] = []
+    for c in candidates:
+        unit = c.unit
+        checks: list[EligibilityCheck] = []
+        if condition.scope_filter:
+            ok = unit.project in scope
+            checks.append(
+                EligibilityCheck(
+                    "scope",
+                    ok,
+                    None if ok else ReasonCode.OUT_OF_PROJECT_SCOPE.value,
+                    f"project {unit.project} {'in' if ok else 'outside'} scope "
+                    f"{','.join(sorted(scope))}",
+                )
+            )
+        if condition.layers:
+            superseded = superseded_as_of(unit, standpoint, index)
+            available = [
+                s
+                for s in index.successors(unit.id)
+                if s in in_pool and (not condition.scope_filter or index.unit(s).project in scope)
+            ]
+            ok = not (superseded and available)
+            if ok:
+                detail = (
+                    "superseded, no successor available"
+                    if superseded
+                    else "current as of the standpoint"
+                )
+            else:
+                detail = f"superseded by {','.join(available)}, a candidate"
+            checks.append(
+                EligibilityCheck(
+                    "supersession",
+                    ok,
+                    None if ok else ReasonCode.SUPERSEDED_SUCCESSOR_AVAILABLE.value,
+                    detail,
+                )
+            )
+        if condition.class_policy != "none":
+            tier = preference_tier(unit.evidence_class, prefs)
+            supported = c.retrieval_rank <= config.class_absent_query_rank
+            if tier is not None:
+                checks.append(
+                    EligibilityCheck(
+                        "class", True, None, f"class {unit.evidence_class} at tier {tier}"
+                    )
+                )
+            elif supported or not condition.hard_class_rule:
+                why = (
+                    f"query support: retrieval rank {c.retrieval_rank}"
+                    if supported
+                    else "retained: soft frame never excludes by class"
+                )
+                checks.append(
+                    EligibilityCheck(
+                        "class", True, None, f"class {unit.evidence_class} not listed; {why}"
+                    )
+                )
+            else:
+                checks.append(
+                    EligibilityCheck(
+                        "class",
+                        False,
+                        ReasonCode.CLASS_ABSENT_AND_LOW_QUERY_RELEVANCE.value,
+                        f"class {unit.evidence_class} not listed; "
+                        f"retrieval rank {c.retrieval_rank} > {config.class_absent_query_rank}",
+                    )
+                )
+        c.checks = checks
+        failed = next((chk for chk in checks if not chk.passed), None)
+        if failed is None:
+            eligible.append(c)
+        else:
+            c.eligible = False
+            c.stage = Stage.ELIGIBILITY.value
+            c.reason = ReasonCode(failed.reason_code)
+            c.budget = (0, budget_tokens)
+    return eligible
+
+
+def rank(
+    eligible: Sequence[Working],
+    *,
+    condition: Condition,
+    prefs: Sequence[str],
+    config: EngineConfig,
+    open_loop_applies: bool,
+) -> list[Working]:
+    """Order by (class bucket, rank score desc, retrieval rank, unit id).
+
+    rank_score = query_relevance
+                 x (0.5 + 0.5 recency)                        [C1]
+                 x temporal_validity x evidence_strength      [C5+]
+                 + 0.15 open_loop_relevance                   [C5+, work-frame conditions]
+                 + 0.05 adjacency                             [C6]
+    """
+    absent = len(prefs)
+    for c in eligible:
+        s = c.signals
+        score = s["query_relevance"]
+        if condition.recency:
+            score *= 0.5 + 0.5 * s["recency"]
+        if condition.layers:
+            score *= s["temporal_validity"] * s["evidence_strength"]
+            if open_loop_applies:
+                score += config.open_loop_weight * s["open_loop_relevance"]
+        if condition.adjacency:
+            score += config.adjacency_weight * s["adjacency"]
+        c.rank_score = round(score, 6)
+        if condition.class_policy == "none" or condition.flat_rank:
+            c.bucket = 0
+        else:
+            tier = preference_tier(c.unit.evidence_class, prefs)
+            c.bucket = absent if tier is None else tier
+    ranked = sorted(eligible, key=lambda c: (c.bucket, -c.rank_score, c.retrieval_rank, c.uid))
+    for i, c in enumerate(ranked, start=1):
+        c.rank = i
+    return ranked

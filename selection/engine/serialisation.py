@@ -1,0 +1,83 @@
+"""JSON forms of the engine's frozen dataclasses: keys in field order, exact round trip."""
+
+from __future__ import annotations
+
+import json
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from datetime import datetime
+from enum import Enum
+from functools import cache
+from typing import Any, Union
+
+
+def to_jsonable(value: Any) -> Any:
+    """JSON form: dataclass -> dict in field order, tuple -> list, datetime -> ISO 8601."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (tuple, list)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        # sorted so that a mapping's insertion order never reaches a digest or a diff
+        return {str(k): to_jsonable(value[k]) for k in sorted(value)}
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite float {value!r} has no JSON form")
+        return value
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    # numpy scalars and the like must be converted by the engine before they reach a record
+    raise TypeError(f"{type(value).__name__} is not serialisable: {value!r}")
+
+
+def canonical_json(value: Any) -> str:
+    """One string per value: sorted keys, no whitespace; what digests and equality checks use."""
+    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def from_jsonable(tp: Any, data: Any) -> Any:
+    """Rebuild a value of type `tp` from its to_jsonable() form."""
+    if tp is Any:
+        return data
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if data is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) != 1:
+            raise TypeError(f"ambiguous union {tp!r}")
+        return from_jsonable(options[0], data)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_jsonable(args[0], v) for v in data)
+        return tuple(from_jsonable(a, v) for a, v in zip(args, data, strict=True))
+    if origin in (Mapping, dict, typing.Mapping) or tp in (dict, Mapping):
+        value_type = args[1] if len(args) == 2 else Any
+        return {k: from_jsonable(value_type, v) for k, v in data.items()}
+    if isinstance(tp, type) and is_dataclass(tp):
+        hints = _hints(tp)
+        names = {f.name for f in fields(tp) if f.init}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"{tp.__name__}: unknown keys {sorted(unknown)}")
+        return tp(**{k: from_jsonable(hints[k], v) for k, v in data.items()})
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return tp(data)
+    if tp is datetime:
+        return None if data is None else datetime.fromisoformat(data)
+    if tp is float:
+        return float(data)
+    return data

@@ -1,0 +1,224 @@
+"""Corpus export: a loaded corpus written back in the interchange format, then read back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from governance.models import FrameVersion, Proposal
+from governance.selectors import current_frame_version
+from selection.corpus import (
+    CorpusData,
+    CorpusError,
+    CorpusIssue,
+    ProjectSpec,
+    ProposalSpec,
+    SignalSpec,
+    TaskFrameSpec,
+    TaskSpec,
+    UnitRecord,
+    read_corpus,
+    write_corpus,
+)
+from selection.corpus.frames import check_frame
+from selection.corpus.places import Place, Report
+from selection.corpus.tasks import CITABLE
+from selection.engine.types import OpenLoop, Unit
+
+from .importing import FILE_EXTRAS, OPEN_LOOP_EXTRAS, PROPOSAL_EXTRAS, SIGNAL_EXTRAS, CorpusRefused
+from .models import Corpus, LedgerEntry, LinkKind, Project, UnitLink
+
+__all__ = ["corpus_data", "corpus_export"]
+
+
+def corpus_export(
+    name: str, path: str | Path, *, frames: str = "initial", overwrite: bool = False
+) -> Path:
+    """Write the loaded corpus `name` into `path` in the interchange format.
+
+    frames="initial" writes each project's imported frame (version 1), so proposals.yaml patches
+    apply to it as they did on import; frames="current" writes the promoted frames instead.
+    The written corpus is read back before returning: an export that would not import is an error.
+    """
+    data = corpus_data(name, frames=frames)
+    written = write_corpus(data, path, overwrite=overwrite)
+    read_corpus(written)
+    return written
+
+
+def corpus_data(name: str, *, frames: str = "initial") -> CorpusData:
+    """The loaded corpus `name` as the reader would give it."""
+    if frames not in ("initial", "current"):
+        raise ValueError(f'frames must be "initial" or "current", not "{frames}"')
+    try:
+        corpus = Corpus.objects.get(name=name)
+    except Corpus.DoesNotExist:
+        known = ", ".join(Corpus.objects.order_by("name").values_list("name", flat=True)) or "none"
+        raise CorpusRefused(
+            [
+                CorpusIssue(
+                    "corpus", "", "name", f'no corpus named "{name}" is loaded (loaded: {known})'
+                )
+            ]
+        ) from None
+    extras = dict(corpus.extras)
+    file_extras = extras.pop(FILE_EXTRAS, {})
+    proposal_extras = extras.pop(PROPOSAL_EXTRAS, {})
+    project_rows = list(corpus.projects.order_by("position", "slug"))
+    declared = [row.slug for row in project_rows]
+    slugs = {row.pk: row.slug for row in project_rows}
+    return CorpusData(
+        name=corpus.name,
+        description=corpus.description,
+        standpoint=corpus.standpoint,
+        projects=tuple(_project_spec(row, declared, frames) for row in project_rows),
+        units=tuple(_unit_records(corpus, slugs)),
+        tasks=tuple(_task_specs(corpus, slugs)),
+        proposals=tuple(_proposal_specs(project_rows, proposal_extras)),
+        extras=extras,
+        tasks_extras=file_extras.get("tasks.yaml", {}),
+        proposals_extras=file_extras.get("proposals.yaml", {}),
+    )
+
+
+def _project_spec(row: Project, declared: list[str], frames: str) -> ProjectSpec:
+    if frames == "current":
+        version = current_frame_version(project=row)
+    else:
+        version = FrameVersion.objects.filter(project=row, number=1).first()
+    if version is None:
+        raise CorpusRefused(
+            [
+                CorpusIssue(
+                    "corpus", "", "frame", f'project "{row.slug}" has no frame version to export'
+                )
+            ]
+        )
+    report = Report()
+    frame = check_frame(
+        version.snapshot, Place("frame"), report, project=row.slug, declared=declared
+    )
+    if frame is None:
+        raise CorpusError(report.issues)
+    return ProjectSpec(
+        slug=row.slug, name=row.name, frame=version.snapshot, project_frame=frame, extras=row.extras
+    )
+
+
+def _unit_records(corpus: Corpus, slugs: dict[int, str]) -> list[UnitRecord]:
+    links: dict[int, dict[str, list[str]]] = {}
+    for source_id, kind, target in (
+        UnitLink.objects.filter(source__corpus=corpus)
+        .order_by("source_id", "kind", "position")
+        .values_list("source_id", "kind", "target__uid")
+    ):
+        links.setdefault(source_id, {}).setdefault(kind, []).append(target)
+    records = []
+    for line, row in enumerate(
+        corpus.units.order_by("position", "id").iterator(chunk_size=2000), start=1
+    ):
+        own = links.get(row.pk, {})
+        extras = dict(row.extras)
+        open_loop_extras = extras.pop(OPEN_LOOP_EXTRAS, {})
+        unit = Unit(
+            id=row.uid,
+            project=slugs[row.project_id],
+            evidence_class=row.evidence_class,
+            text=row.text,
+            title=row.title,
+            created_at=row.created_at,
+            valid_from=row.valid_from,
+            valid_to=row.valid_to,
+            supersedes=tuple(own.get(LinkKind.SUPERSEDES, ())),
+            echo_of=(own.get(LinkKind.ECHO_OF) or [None])[0],
+            supports=tuple(own.get(LinkKind.SUPPORTS, ())),
+            refutes=tuple(own.get(LinkKind.REFUTES, ())),
+            open_loop=(
+                OpenLoop(status=row.open_loop_status, kind=row.open_loop_kind)
+                if row.open_loop_status
+                else None
+            ),
+            paths=tuple(row.paths or ()),
+            subject=row.subject or None,
+            facet=row.facet or None,
+            root=row.root,
+        )
+        records.append(
+            UnitRecord(unit=unit, extras=extras, line=line, open_loop_extras=open_loop_extras)
+        )
+    return records
+
+
+def _task_frame_spec(stored: dict[str, Any]) -> TaskFrameSpec | None:
+    if not stored:
+        return None
+    cites_stored = dict(stored.get("cites") or {})
+    cites = tuple((name, tuple(cites_stored.pop(name))) for name in CITABLE if name in cites_stored)
+    return TaskFrameSpec(
+        objective=stored.get("objective", ""),
+        work_type=stored.get("work_type"),
+        constraints=tuple(stored.get("constraints") or ()),
+        cites=cites,
+        extras={key: value for key, value in stored.items() if key.startswith("x-")},
+        cites_extras=cites_stored,
+    )
+
+
+def _task_specs(corpus: Corpus, slugs: dict[int, str]) -> list[TaskSpec]:
+    specs = []
+    rows = corpus.tasks.order_by("position", "id").prefetch_related("signals")
+    ledgers: dict[int, dict[str, str]] = {}
+    for task_id, uid, label in (
+        LedgerEntry.objects.filter(task__corpus=corpus)
+        .order_by("task_id", "unit__position", "unit_id")
+        .values_list("task_id", "unit__uid", "label")
+    ):
+        ledgers.setdefault(task_id, {})[uid] = label
+    for row in rows:
+        extras = dict(row.extras)
+        signal_extras = extras.pop(SIGNAL_EXTRAS, {})
+        signals = tuple(
+            SignalSpec(
+                id=signal.uid,
+                kind=signal.kind,
+                content=signal.content,
+                extras=signal_extras.get(signal.uid, {}),
+            )
+            for signal in sorted(row.signals.all(), key=lambda s: (s.position, s.pk))
+        )
+        specs.append(
+            TaskSpec(
+                id=row.uid,
+                project=slugs[row.project_id],
+                query=row.query,
+                budget_tokens=row.budget_tokens,
+                family=row.family,
+                pair=row.pair or None,
+                standpoint=row.standpoint,
+                signals=signals,
+                frame=_task_frame_spec(row.frame),
+                misassigned_work_type=row.misassigned_work_type or None,
+                ledger=ledgers.get(row.pk, {}),
+                extras=extras,
+            )
+        )
+    return specs
+
+
+def _proposal_specs(projects: list[Project], extras: dict[str, Any]) -> list[ProposalSpec]:
+    specs = []
+    rows = Proposal.objects.filter(project__in=projects).select_related("project").order_by("id")
+    for row in rows:
+        # a proposal written in the dashboard has no file id: it gets one from its row
+        uid = row.uid or f"proposal-{row.pk}"
+        specs.append(
+            ProposalSpec(
+                id=uid,
+                project=row.project.slug,
+                patch=row.patch,
+                title=row.title,
+                rationale=row.rationale,
+                extras=extras.get(uid, {}) if row.uid else {},
+            )
+        )
+    return specs

@@ -1,0 +1,124 @@
+"""`python manage.py select`: build a bundle and its trace for one request, through the service."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from selection.engine.conditions import UnknownCondition, get_condition
+from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
+from selection.models import Project
+from selection.services import SelectionError, run_selection
+
+
+def read_signals(path: str) -> tuple[tuple[WorkSignal, ...], dict]:
+    """A JSON file: a list of {id, kind, content}, or {"signals": [...], "cites": {field: [ids]}}."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise CommandError(f"{path}: {error}") from error
+    items = doc.get("signals", []) if isinstance(doc, dict) else doc
+    cites = doc.get("cites", {}) if isinstance(doc, dict) else {}
+    signals = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) - {"id", "kind", "content"} or not {"id", "kind", "content"} <= set(item):
+            raise CommandError(f'{path}: signals[{i}] must have exactly the keys "id", "kind", "content"')
+        if item["kind"] not in SIGNAL_KINDS:
+            raise CommandError(f'{path}: signals[{i}], field "kind": "{item["kind"]}" is not one of {", ".join(SIGNAL_KINDS)}')
+        signals.append(WorkSignal(id=str(item["id"]), kind=item["kind"], content=str(item["content"])))
+    known = {s.id for s in signals}
+    for field, ids in cites.items():
+        for sid in ids:
+            if sid not in known:
+                raise CommandError(f'{path}: cites.{field} names signal "{sid}", which the file does not declare')
+    return tuple(signals), cites
+
+
+def parse_time(value: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as error:
+        raise CommandError(f"--standpoint: {value!r} is not an ISO 8601 time") from error
+    if moment.tzinfo is None:
+        raise CommandError(f"--standpoint: {value!r} has no time zone")
+    return moment
+
+
+class Command(BaseCommand):
+    help = "Select context for a query under the project's promoted frame, and write its trace."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--project", required=True)
+        parser.add_argument("--query", required=True)
+        parser.add_argument("--objective", default="")
+        parser.add_argument("--work-type", dest="work_type")
+        parser.add_argument("--signals", help="JSON file of WorkSignals (and optional cites)")
+        parser.add_argument("--condition", default="C6")
+        parser.add_argument("--budget", type=int, default=None)
+        parser.add_argument("--standpoint")
+        parser.add_argument("--explain", action="store_true", help="print every candidate's disposition")
+        parser.add_argument("--json", action="store_true", help="print the bundle and the trace as JSON")
+
+    def handle(self, *args, **o):
+        try:
+            get_condition(o["condition"])
+        except UnknownCondition as error:
+            raise CommandError(str(error)) from error
+        if o["condition"] == "CO":
+            raise CommandError("the oracle CO reads a task's hidden ledger: use `evaluate` for it")
+        project = Project.objects.select_related("corpus").filter(slug=o["project"]).first()
+        if project is None:
+            raise CommandError(f'no project "{o["project"]}"')
+        signals, cites = read_signals(o["signals"]) if o["signals"] else ((), {})
+        standpoint = parse_time(o["standpoint"]) if o["standpoint"] else project.corpus.standpoint
+        declared = bool(o["work_type"])
+        work_frame = WorkFrame(
+            objective=o["objective"],
+            work_type=o["work_type"],
+            signals=signals,
+            standpoint=standpoint,
+            establishment="declared" if declared else "unknown",
+            cites=tuple((field, tuple(ids)) for field, ids in sorted(cites.items())),
+        )
+        try:
+            selection = run_selection(
+                project=project,
+                query=o["query"],
+                work_frame=work_frame,
+                budget_tokens=o["budget"] if o["budget"] is not None else settings.FG_DEFAULT_BUDGET,
+                condition=o["condition"],
+                standpoint=standpoint,
+                source="select",
+            )
+        except SelectionError as error:
+            raise CommandError(str(error)) from error
+        result = selection.result
+        if o["json"]:
+            doc = {"trace_id": selection.trace.pk, "bundle": result.bundle.as_dict(), "trace": result.trace.as_dict()}
+            self.stdout.write(json.dumps(doc, indent=2, default=str))
+            return
+        self.stdout.write(result.bundle.rendered)
+        self.stdout.write(
+            f"\n-- {len(result.bundle.items)} items, {result.bundle.tokens}/{result.bundle.budget_tokens} tokens, "
+            f"digest {result.bundle.digest[:16]}, trace {selection.trace.pk}, condition "
+            f"{result.trace.effective_condition}"
+            + (f" ({result.trace.condition_note})" if result.trace.condition_note else "")
+        )
+        if o["explain"]:
+            self._explain(result)
+
+    def _explain(self, result):
+        self.stdout.write("\nCandidates:")
+        self.stdout.write(f"  {'unit':32} {'class':22} {'disposition':15} {'stage':12} reason")
+        for c in result.trace.candidates:
+            self.stdout.write(f"  {c.unit_id:32} {c.evidence_class:22} {c.disposition:15} {c.stage:12} {c.reason_code}")
+        omitted = [c for c in result.trace.candidates if c.disposition == "budget_omitted"]
+        self.stdout.write("\nBudget omissions:" if omitted else "\nBudget omissions: none")
+        for c in omitted:
+            self.stdout.write(
+                f"  {c.unit_id}: {c.unit_tokens} tokens, {c.budget.remaining} left of the budget when decided"
+            )

@@ -1,0 +1,47 @@
+"""Scoring against hidden ledgers: the only module that reads LedgerEntry rows.
+
+Selection code (the engine and selection.services for C0..C6) never imports this module's
+ledger reads; only evaluation, backtests, attribution and the oracle do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from selection.engine.attribution import Attribution, attribute
+from selection.engine.metrics import score_bundle
+from selection.engine.types import ProjectFrame, SelectionResult
+
+from . import store
+from .models import LedgerEntry, Task
+
+METRICS = ("must_include_recall", "precision", "leakage", "harmful_admission", "redundancy", "tokens")
+
+
+def ledger_for_task(task: Task) -> dict[str, str]:
+    """unit id -> label; units not named count as DISTRACTOR."""
+    return dict(
+        LedgerEntry.objects.filter(task=task).order_by("unit__uid").values_list("unit__uid", "label")
+    )
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    metrics: dict[str, float]
+    attribution: Attribution
+    admitted: tuple[str, ...]
+
+    def ecodes(self) -> dict[str, str]:
+        return {entry.unit_id: entry.code for entry in self.attribution.units}
+
+
+def score_result(task: Task, result: SelectionResult, project_frame: ProjectFrame, ledger: dict[str, str] | None = None) -> TaskScore:
+    ledger = ledger if ledger is not None else ledger_for_task(task)
+    index = store.corpus_index(task.corpus_id)
+    project_of = {u.id: u.project for u in index.units}
+    echo_of = {u.id: u.echo_of for u in index.units}
+    metrics = score_bundle(
+        result.bundle, ledger, project_of=project_of, echo_of=echo_of, scope=project_frame.scope_set
+    )
+    attribution = attribute(result.trace, ledger, set(project_of))
+    return TaskScore(metrics=metrics, attribution=attribution, admitted=tuple(result.bundle.unit_ids()))

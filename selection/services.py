@@ -1,0 +1,165 @@
+"""Writes of the selection app: run a selection and persist its trace, replay a task.
+
+Import and export of corpora live in selection/importing.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+
+from django.db import transaction
+
+from selection.engine.pipeline import select
+from selection.engine.types import ProjectFrame, SelectionRequest, SelectionResult, WorkFrame
+
+from . import store
+from .models import Project, Task, Trace, TraceCandidate
+
+
+class SelectionError(ValueError):
+    """A selection request that cannot run (unknown project, no promoted frame, bad condition)."""
+
+
+@lru_cache(maxsize=4096)
+def embed_query(text: str) -> tuple[float, ...]:
+    """The dense vector of a query or objective; repeated texts (replays) are embedded once."""
+    from .embeddings import embed_texts
+
+    return tuple(float(x) for x in embed_texts([text])[0])
+
+
+@dataclass(frozen=True)
+class Selection:
+    result: SelectionResult
+    trace: Trace | None
+    project_frame: ProjectFrame
+
+
+def frame_for(project: Project, frame_version=None):
+    """(number, engine ProjectFrame) of a FrameVersion, or of the current promoted one."""
+    from governance.selectors import current_frame_version
+
+    version = frame_version or current_frame_version(project=project)
+    if version is None:
+        raise SelectionError(f'project "{project.slug}" has no promoted frame version')
+    return version.number, store.frame_from_snapshot(project=project, number=version.number, snapshot=version.snapshot)
+
+
+def run_selection(
+    *,
+    project: Project,
+    query: str,
+    work_frame: WorkFrame,
+    budget_tokens: int,
+    condition: str = "C6",
+    frame_version=None,
+    standpoint: datetime | None = None,
+    task: Task | None = None,
+    ledger: dict[str, str] | None = None,
+    source: str = "select",
+    persist: bool = True,
+    use_dense: bool = True,
+) -> Selection:
+    """Select context for one request through the engine and (by default) write its trace."""
+    number, project_frame = frame_for(project, frame_version)
+    index = store.corpus_index(project.corpus_id)
+    dense = use_dense and index.dense is not None
+    request = SelectionRequest(
+        project_frame=project_frame,
+        work_frame=work_frame,
+        query=query,
+        budget_tokens=budget_tokens,
+        condition=condition,
+        standpoint=standpoint,
+        query_vector=embed_query(query) if dense else None,
+        objective_vector=embed_query(work_frame.objective) if dense and work_frame.objective else None,
+        ledger=ledger,
+    )
+    try:
+        result = select(request, index)
+    except ValueError as error:
+        raise SelectionError(str(error)) from error
+    trace = trace_write(result, project=project, frame_version=number, task=task, source=source) if persist else None
+    return Selection(result=result, trace=trace, project_frame=project_frame)
+
+
+def trace_write(result: SelectionResult, *, project: Project, frame_version: int, task: Task | None, source: str) -> Trace:
+    """Persist a trace: one header row, one row per candidate; neither is ever updated."""
+    trace_doc = result.trace.as_dict()
+    candidates = trace_doc.pop("candidates")
+    engine_trace = result.trace
+    with transaction.atomic():
+        trace = Trace.objects.create(
+            project=project,
+            frame_version=frame_version,
+            task=task,
+            condition=engine_trace.condition,
+            query=engine_trace.query,
+            standpoint=engine_trace.standpoint,
+            budget_tokens=engine_trace.budget_tokens,
+            policy_version=engine_trace.policy_version,
+            engine_version=engine_trace.engine_version,
+            bundle_digest=result.bundle.digest,
+            bundle_tokens=result.bundle.tokens,
+            admitted=list(result.bundle.unit_ids()),
+            header=trace_doc,
+            bundle=result.bundle.as_dict(),
+            source=source,
+        )
+        TraceCandidate.objects.bulk_create(
+            [
+                TraceCandidate(
+                    trace=trace,
+                    position=i,
+                    unit_uid=record.unit_id,
+                    project_slug=record.project,
+                    evidence_class=record.evidence_class,
+                    disposition=record.disposition,
+                    stage=record.stage,
+                    reason_code=record.reason_code,
+                    record=doc,
+                )
+                for i, (record, doc) in enumerate(zip(engine_trace.candidates, candidates, strict=True))
+            ]
+        )
+    return trace
+
+
+def trace_result(trace: Trace) -> SelectionResult:
+    """Rebuild the engine's SelectionResult from a stored trace (for diffs, replays, verify)."""
+    from selection.engine.types import ContextBundle, ContextTrace
+
+    doc = dict(trace.header)
+    doc["candidates"] = [c.record for c in trace.candidates.order_by("position")]
+    return SelectionResult(bundle=ContextBundle.from_dict(trace.bundle), trace=ContextTrace.from_dict(doc))
+
+
+def replay_task(
+    *,
+    task: Task,
+    frame_version=None,
+    condition: str = "C6",
+    work_type: str | None = None,
+    source: str = "evaluation",
+    persist: bool = True,
+) -> Selection:
+    """Replay one corpus task: its declared work frame (or another work type), query and budget."""
+    from .scoring import ledger_for_task
+
+    work_frame = store.work_frame_for_task(task, work_type=work_type)
+    return run_selection(
+        project=task.project,
+        query=task.query,
+        work_frame=work_frame,
+        budget_tokens=task.budget_tokens,
+        condition=condition,
+        frame_version=frame_version,
+        standpoint=task.standpoint,
+        task=task,
+        # only the oracle reads the ledger; no other condition is handed it
+        ledger=ledger_for_task(task) if condition == "CO" else None,
+        source=source,
+        persist=persist,
+    )

@@ -1,0 +1,137 @@
+"""The only place ORM rows become engine dataclasses (and back); selection code reads no ledger."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, defaultdict
+from dataclasses import replace
+
+import numpy as np
+
+from selection.corpus.frames import check_frame
+from selection.corpus.issues import CorpusError
+from selection.corpus.places import Place, Report
+from selection.engine.index import CorpusIndex
+from selection.engine.types import OpenLoop, ProjectFrame, Unit, WorkFrame, WorkSignal
+
+from .models import Corpus, MemoryUnit, Project, Task, UnitLink
+
+_INDEX_CACHE: OrderedDict[int, CorpusIndex] = OrderedDict()
+_INDEX_CACHE_SIZE = 4
+_index_lock = threading.Lock()
+
+
+def frame_from_snapshot(*, project: Project, number: int, snapshot: dict) -> ProjectFrame:
+    """An engine ProjectFrame from a FrameVersion snapshot (the corpus.yaml frame mapping)."""
+    declared = list(Project.objects.filter(corpus_id=project.corpus_id).values_list("slug", flat=True))
+    report = Report()
+    frame = check_frame(snapshot, Place("frame"), report, project=project.slug, declared=declared)
+    if frame is None:
+        raise CorpusError(report.issues)
+    return replace(frame, version=number)
+
+
+def unit_links(corpus_id: int) -> dict[int, dict[str, list[str]]]:
+    """Links of every unit of a corpus, by source row id, in file order."""
+    links: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    rows = (
+        UnitLink.objects.filter(source__corpus_id=corpus_id)
+        .order_by("source_id", "kind", "position")
+        .values_list("source_id", "kind", "target__uid")
+    )
+    for source_id, kind, target in rows.iterator(chunk_size=5000):
+        links[source_id][kind].append(target)
+    return links
+
+
+def unit_from_values(values: dict, project_slug: str, links: dict[str, list[str]]) -> Unit:
+    status, kind = values["open_loop_status"], values["open_loop_kind"]
+    return Unit(
+        id=values["uid"],
+        project=project_slug,
+        evidence_class=values["evidence_class"],
+        text=values["text"],
+        title=values["title"],
+        created_at=values["created_at"],
+        valid_from=values["valid_from"],
+        valid_to=values["valid_to"],
+        supersedes=tuple(links.get("supersedes", ())),
+        echo_of=(links.get("echo_of") or [None])[0],
+        supports=tuple(links.get("supports", ())),
+        refutes=tuple(links.get("refutes", ())),
+        open_loop=OpenLoop(status=status, kind=kind) if status else None,
+        paths=tuple(values["paths"] or ()),
+        subject=values["subject"] or None,
+        facet=values["facet"] or None,
+        root=values["root"],
+    )
+
+
+_UNIT_FIELDS = (
+    "id", "uid", "project_id", "evidence_class", "text", "title", "created_at", "valid_from",
+    "valid_to", "open_loop_status", "open_loop_kind", "paths", "subject", "facet", "root",
+)
+
+
+def load_units(corpus_id: int, *, with_vectors: bool = True) -> tuple[list[Unit], np.ndarray | None]:
+    slugs = dict(Project.objects.filter(corpus_id=corpus_id).values_list("id", "slug"))
+    links = unit_links(corpus_id)
+    fields = _UNIT_FIELDS + (("embedding",) if with_vectors else ())
+    units: list[Unit] = []
+    vectors: list[np.ndarray] = []
+    missing_vector = False
+    for values in MemoryUnit.objects.filter(corpus_id=corpus_id).order_by("position").values(*fields).iterator(chunk_size=5000):
+        units.append(unit_from_values(values, slugs[values["project_id"]], links.get(values["id"], {})))
+        if with_vectors:
+            vector = values["embedding"]
+            if vector is None:
+                missing_vector = True
+            else:
+                vectors.append(np.asarray(vector, dtype=np.float32))
+    if not with_vectors or missing_vector or not vectors:
+        return units, None
+    return units, np.vstack(vectors)
+
+
+def corpus_index(corpus: Corpus | int) -> CorpusIndex:
+    """The engine index of a corpus, built once per process; corpora never change after import."""
+    corpus_id = corpus if isinstance(corpus, int) else corpus.pk
+    with _index_lock:
+        index = _INDEX_CACHE.get(corpus_id)
+        if index is not None:
+            _INDEX_CACHE.move_to_end(corpus_id)
+            return index
+    units, vectors = load_units(corpus_id)
+    index = CorpusIndex.build(units, vectors)
+    with _index_lock:
+        _INDEX_CACHE[corpus_id] = index
+        while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
+            _INDEX_CACHE.popitem(last=False)
+    return index
+
+
+def forget_index(corpus_id: int) -> None:
+    with _index_lock:
+        _INDEX_CACHE.pop(corpus_id, None)
+
+
+def work_frame_for_task(task: Task, *, work_type: str | None = None) -> WorkFrame:
+    """The task's declared WorkFrame; `work_type` replaces the declared one (the hazard experiment)."""
+    frame = task.frame or {}
+    signals = tuple(
+        WorkSignal(id=s.uid, kind=s.kind, content=s.content) for s in task.signals.all().order_by("position")
+    )
+    cites = tuple((name, tuple(ids)) for name, ids in (frame.get("cites") or {}).items())
+    declared_type = frame.get("work_type")
+    if work_type is not None and work_type != declared_type:
+        # a substituted work type is licensed by no signal: it is shown as a guess
+        cites = tuple((name, ids) for name, ids in cites if name != "work_type")
+    return WorkFrame(
+        objective=frame.get("objective", "") or "",
+        work_type=work_type if work_type is not None else declared_type,
+        constraints=tuple(frame.get("constraints") or ()),
+        signals=signals,
+        standpoint=task.standpoint or task.corpus.standpoint,
+        establishment="declared",
+        cites=cites,
+    )

@@ -1,0 +1,133 @@
+"""BM25 against rank_bm25, the tokeniser, top-k tie handling, dense search and RRF."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from engine_testkit import BOOK, REPO, hash_vectors
+from rank_bm25 import BM25Okapi
+
+from selection.engine.index import BM25Index, CorpusIndex, NumpyExactSearcher, tokenise, top_k
+from selection.engine.retrieval import rrf
+from selection.engine.types import Unit
+
+SMALL = [
+    "The quick brown fox jumps over the lazy dog",
+    "the the the baseline baseline retrieval",
+    "Retrieval-augmented generation: the baseline, measured.",
+    "Ünïcode wörds and ÉCOLE stay words; snake_case_names too",
+    "",
+    "the dog",
+    "budget budget budget the",
+]
+QUERIES = [
+    # "the" is in more than half the docs: its idf is floored at epsilon * average idf
+    "the baseline",
+    "baseline baseline retrieval",  # repeated query terms count twice, as in rank_bm25
+    "école ünïcode",
+    "absent words only",
+    "",
+    "dog the fox budget",
+]
+
+
+def assert_identical(texts, queries):
+    docs = [tokenise(t) for t in texts]
+    reference = BM25Okapi(docs)
+    ours = BM25Index(docs)
+    for q in queries:
+        tokens = tokenise(q)
+        expected = reference.get_scores(tokens)
+        got = ours.scores(tokens)
+        assert got.dtype == expected.dtype
+        assert np.array_equal(got, expected), q  # bit-identical, not merely close
+
+
+def test_tokeniser_lowercases_unicode_words():
+    assert tokenise("Ünïcode ÉCOLE, snake_case 3.14 don't") == [
+        "ünïcode",
+        "école",
+        "snake_case",
+        "3",
+        "14",
+        "don",
+        "t",
+    ]
+
+
+def test_bm25_matches_rank_bm25_on_small_corpus():
+    assert_identical(SMALL, QUERIES)
+
+
+def test_bm25_matches_rank_bm25_rs_as_well():
+    rs = pytest.importorskip("rank_bm25_rs")
+    docs = [
+        tokenise(t) for t in SMALL if t
+    ]  # rank_bm25_rs is a drop-in; compare on the same tokens
+    ours = BM25Index(docs)
+    other = rs.BM25Okapi(docs)
+    for q in QUERIES:
+        assert np.array_equal(ours.scores(tokenise(q)), other.get_scores(tokenise(q)))
+
+
+def _jsonl_texts(path: Path) -> list[str]:
+    return [json.loads(line)["text"] for line in path.read_text().splitlines() if line.strip()]
+
+
+CORPORA = sorted(REPO.glob("fixtures/*/units.jsonl")) + (
+    [BOOK / "units.jsonl"] if BOOK.exists() else []
+)
+
+
+@pytest.mark.parametrize("path", CORPORA, ids=[p.parent.name for p in CORPORA])
+def test_bm25_matches_rank_bm25_on_fixture_texts(path):
+    texts = _jsonl_texts(path)
+    queries = [
+        "What is left to do?",
+        "Review Chapter 10 and tell me what we should do with it.",
+        "baseline store postgres sqlite",
+        texts[0][:80],
+        texts[-1][:40],
+    ]
+    assert_identical(texts, queries)
+
+
+def test_corpus_index_scores_follow_unit_id_order_whatever_the_input_order():
+    units = [Unit(id=f"u{i}", project="p", evidence_class="c", text=t) for i, t in enumerate(SMALL)]
+    a = CorpusIndex.build(units)
+    b = CorpusIndex.build(list(reversed(units)))
+    q = tokenise("the baseline dog")
+    assert [u.id for u in a.units] == [u.id for u in b.units] == sorted(u.id for u in units)
+    assert np.array_equal(a.bm25.scores(q), b.bm25.scores(q))
+    assert np.array_equal(
+        a.bm25.scores(q), BM25Okapi([tokenise(u.text) for u in a.units]).get_scores(q)
+    )
+
+
+def test_top_k_breaks_ties_by_position_even_at_the_cut():
+    scores = np.array([0.5, 0.9, 0.5, 0.5, 0.9, 0.1])
+    assert top_k(scores, 3).tolist() == [1, 4, 0]
+    assert top_k(scores, 4).tolist() == [1, 4, 0, 2]
+    assert top_k(np.array([0.0, -1.0, 2.0]), 5, positive_only=True).tolist() == [2]
+    assert top_k(scores, 0).tolist() == []
+
+
+def test_dense_search_is_exact_cosine_over_normalised_rows():
+    vectors = hash_vectors(SMALL[:4] + SMALL[5:])
+    searcher = NumpyExactSearcher(vectors * 7.0)  # scaling a row must not change its cosine
+    query = vectors[2] * 0.5
+    got = searcher.scores(query)
+    norms = np.linalg.norm(vectors, axis=1)
+    expected = vectors @ query / (norms * np.linalg.norm(query))
+    assert np.allclose(got, expected, atol=1e-6)
+    assert searcher.top(query, 1).tolist() == [2]
+    assert searcher.matrix.dtype == np.float32
+
+
+def test_rrf_sums_reciprocal_ranks_with_k_60_and_breaks_ties_by_key():
+    fused = rrf([["a", "b", "c"], ["c", "a"]], k=60)
+    assert fused[0] == ("a", 1 / 61 + 1 / 62)
+    assert [k for k, _ in fused] == ["a", "c", "b"]
+    tie = rrf([["y"], ["x"]])
+    assert [k for k, _ in tie] == ["x", "y"]

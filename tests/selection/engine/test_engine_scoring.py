@@ -1,0 +1,156 @@
+"""Metrics on hand-computed cases and failure attribution E0..E6."""
+
+from dataclasses import replace
+
+import pytest
+from engine_testkit import ALPHA, mini_request, mini_units, mk
+
+from selection.engine import CorpusIndex, attribute, select
+from selection.engine import metrics as m
+
+LEDGER = {
+    "m1": "MUST",
+    "m2": "MUST",
+    "s1": "SHOULD",
+    "h1": "HARMFUL",
+    "o1": "OPTIONAL",
+    "d1": "DISTRACTOR",
+}
+ADMITTED = ["m1", "s1", "h1", "x1", "e1"]  # x1 and e1 are unlabelled: DISTRACTOR
+
+
+def test_recall_and_precision_by_hand():
+    assert m.must_include_recall(ADMITTED, LEDGER) == 0.5
+    assert m.must_include_recall([], {"s1": "SHOULD"}) == 1.0  # no MUST: nothing to miss
+    assert m.precision(ADMITTED, LEDGER) == 2 / 5
+    assert m.precision([], LEDGER) == 0.0
+
+
+def test_leakage_harmful_redundancy_by_hand():
+    project = {"m1": "alpha", "s1": "alpha", "h1": "beta", "x1": "gamma", "e1": "alpha"}
+    assert m.leakage(ADMITTED, project, {"alpha"}) == 2 / 5
+    assert m.leakage(ADMITTED, project, {"alpha", "beta", "gamma"}) == 0.0
+    assert m.harmful_admission(ADMITTED, LEDGER) == 1 / 5
+    echo = {"e1": "m1", "x1": "m2"}  # x1 restates m2, which is not admitted: not redundant
+    assert m.redundancy(ADMITTED, echo) == 1 / 5
+    assert (
+        m.redundancy([], echo)
+        == m.leakage([], project, {"alpha"})
+        == m.harmful_admission([], LEDGER)
+        == 0.0
+    )
+
+
+def test_overlap_is_jaccard_of_admitted_sets():
+    assert m.overlap(["a", "b", "c"], ["b", "c", "d"]) == 2 / 4
+    assert m.overlap(["a"], ["a"]) == 1.0 and m.overlap(["a"], ["b"]) == 0.0
+    assert m.overlap([], []) == 1.0
+
+
+def test_folded_units_count_as_admitted_and_tokens_are_the_rendered_bundles():
+    index = CorpusIndex.build(mini_units())
+    r = select(mini_request("C6"), index)
+    units = {u.id: u for u in mini_units()}
+    ledger = {"a-echo1": "MUST", "a-rule": "MUST"}
+    scores = m.score_bundle(
+        r.bundle,
+        ledger,
+        project_of={k: u.project for k, u in units.items()},
+        echo_of={k: u.echo_of for k, u in units.items()},
+        scope=ALPHA.scope_set,
+    )
+    assert scores["must_include_recall"] == 1.0  # a-echo1 is folded into a-rule's item
+    assert scores["redundancy"] == pytest.approx(2 / len(r.bundle.unit_ids()))
+    assert scores["tokens"] == r.bundle.tokens == -(-len(r.bundle.rendered) // 4)
+    assert list(scores) == [
+        "must_include_recall",
+        "precision",
+        "leakage",
+        "harmful_admission",
+        "redundancy",
+        "tokens",
+    ]
+
+
+# --- attribution ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def index():
+    return CorpusIndex.build(mini_units() + [mk("a-hidden", "zebra quokka", "gossip")])
+
+
+def codes(result, ledger, index, **kw):
+    att = attribute(result.trace, ledger, index.position, **kw)
+    return {e.unit_id: e.code for e in att.units}, att
+
+
+def test_e0_absent_e1_never_surfaced_e2_ineligible(index):
+    r = select(
+        mini_request("C5"), index
+    )  # C5: the stale SQLite unit is not admitted, so no E4 here
+    got, att = codes(
+        r, {"nowhere": "MUST", "a-hidden": "MUST", "b-rule": "MUST", "a-rule": "MUST"}, index
+    )
+    assert got == {
+        "nowhere": "E0",
+        "a-hidden": "E1",
+        "b-rule": "E2",
+    }  # a-rule was admitted: no code
+    assert att.codes == ("E0", "E1", "E2")
+    b = next(e for e in att.units if e.unit_id == "b-rule")
+    assert b.reason_code == "OUT_OF_PROJECT_SCOPE" and b.stage == "eligibility"
+
+
+def test_e3_lost_to_the_budget(index):
+    full = select(mini_request("C5"), index)
+    last = full.bundle.items[-1].sources[0]
+    budget = sum(i.tokens for i in full.bundle.items[:-1])
+    r = select(mini_request("C5", budget=budget), index)
+    got, _ = codes(r, {last: "MUST"}, index)
+    assert got == {last: "E3"}
+
+
+def test_e4_harmful_or_superseded_evidence_admitted(index):
+    query = "SQLite tables baseline store"
+    c0 = select(mini_request("C0", query=query), index)
+    got, _ = codes(c0, {"a-sqlite": "HARMFUL"}, index)
+    assert got == {"a-sqlite": "E4"}
+    got, att = codes(c0, {}, index)  # unlabelled, but superseded as of the standpoint
+    assert got == {"a-sqlite": "E4"} and att.units[0].label == "DISTRACTOR"
+    c5 = select(mini_request("C5", query=query), index)
+    assert codes(c5, {"a-sqlite": "HARMFUL"}, index)[0] == {}
+
+
+def test_e5_coalescing_folded_away_a_needed_passage(index):
+    r = select(mini_request("C6"), index)
+    got, _ = codes(r, {"a-echo1": "MUST"}, index)
+    assert got == {"a-echo1": "E5"}
+    assert codes(select(mini_request("C5"), index), {"a-echo1": "MUST"}, index)[0] == {}
+
+
+def test_e5_redundancy_rejection():
+    units = [
+        mk("a-one", "the retrieval baseline must be beaten at a matched budget", "rule"),
+        mk("a-two", "the retrieval baseline must be beaten at a matched budget too", "rule"),
+    ]
+    idx = CorpusIndex.build(units)
+    r = select(mini_request("C6", query="retrieval baseline budget"), idx)
+    lost = next(c.unit_id for c in r.trace.candidates if c.reason_code == "REDUNDANT_WITH_ADMITTED")
+    assert attribute(r.trace, {lost: "MUST"}, idx.position).units[0].code == "E5"
+
+
+def test_e6_only_when_the_reader_failed_on_good_context(index):
+    r = select(mini_request("C5"), index)
+    assert codes(r, {"a-rule": "MUST"}, index, reader_failed=True)[1].codes == ("E6",)
+    assert codes(r, {"a-rule": "MUST"}, index, reader_failed=False)[1].codes == ()
+    assert codes(r, {"a-hidden": "MUST"}, index, reader_failed=True)[1].codes == ("E1",)
+
+
+def test_attribution_round_trips(index):
+    from selection.engine.attribution import Attribution
+
+    r = select(mini_request("C2"), index)
+    att = attribute(r.trace, {"nowhere": "MUST", "b-rule": "MUST"}, index.position)
+    assert Attribution.from_dict(att.as_dict()) == att
+    assert replace(att, codes=()) != att
