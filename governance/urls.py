@@ -1,5 +1,3 @@
-from importlib.util import find_spec
-
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -19,8 +17,6 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("selection.urls")),
+    path("", include("backtest.urls")),
 ]
-
-# the backtest app's pages (e.g. "backtest-detail") join in once it has a urls module
-if find_spec("backtest.urls") is not None:
-    urlpatterns.append(path("", include("backtest.urls")))
