@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -217,31 +216,18 @@ def write_corpus_dir(
     return directory
 
 
-class FakeEmbedder:
-    name = "fake-384"
-    dimension = 384
-
-
 @pytest.fixture
-def fake_embeddings(monkeypatch):
-    """Deterministic unit vectors (no model load); records every batch it was asked for."""
+def embedding_batches(monkeypatch):
+    """The real packaged model, with every batch it was asked to embed recorded."""
     batches: list[list[str]] = []
+    real = embeddings.embed_texts
 
-    def embed_texts(texts, batch_size=64, progress=None):
-        vectors = []
+    def recording(texts, batch_size=64, progress=None):
         for start in range(0, len(texts), batch_size):
-            batch = list(texts[start : start + batch_size])
-            batches.append(batch)
-            for text in batch:
-                seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
-                vector = np.random.default_rng(seed).normal(size=384).astype(np.float32)
-                vectors.append(vector / np.linalg.norm(vector))
-            if progress is not None:
-                progress(len(batch))
-        return np.vstack(vectors) if vectors else np.zeros((0, 384), dtype=np.float32)
+            batches.append(list(texts[start : start + batch_size]))
+        return real(texts, batch_size=batch_size, progress=progress)
 
-    monkeypatch.setattr(embeddings, "embed_texts", embed_texts)
-    monkeypatch.setattr(embeddings, "get_embedder", lambda: FakeEmbedder())
+    monkeypatch.setattr(embeddings, "embed_texts", recording)
     return batches
 
 
@@ -254,13 +240,13 @@ def source(tmp_path) -> Path:
 
 
 @pytest.mark.django_db
-def test_import_writes_the_whole_corpus(source, fake_embeddings, monkeypatch):
+def test_import_writes_the_whole_corpus(source, embedding_batches, monkeypatch):
     monkeypatch.setattr(importing, "EMBED_BATCH", 3)
     steps: list[tuple[str, int, int]] = []
 
     corpus = corpus_import(source, progress=lambda *step: steps.append(step))
 
-    assert (corpus.name, corpus.embedding_model) == ("lab", "fake-384")
+    assert (corpus.name, corpus.embedding_model) == ("lab", "all-MiniLM-L6-v2")
     assert corpus.extras["x-source"] == {"repository": "example/lab"}
     assert row_counts() == {
         "Corpus": 1,
@@ -276,7 +262,7 @@ def test_import_writes_the_whole_corpus(source, fake_embeddings, monkeypatch):
         "AuditEntry": 5,  # corpus, two frames, two proposals
     }
     # embeddings in batches of 3, with progress per batch; then the rows
-    assert [len(batch) for batch in fake_embeddings] == [3, 1]
+    assert [len(batch) for batch in embedding_batches] == [3, 1]
     assert [step for step in steps if step[0] == "embedding"] == [
         ("embedding", 3, 4),
         ("embedding", 1, 4),
@@ -285,6 +271,9 @@ def test_import_writes_the_whole_corpus(source, fake_embeddings, monkeypatch):
 
     a2 = MemoryUnit.objects.get(uid="a2")
     assert len(a2.embedding) == 384
+    # the stored vector is the packaged model's own embedding of the unit's text
+    again = embeddings.get_embedder().encode([a2.text])[0]
+    assert float(np.dot(np.asarray(a2.embedding), again)) > 0.999
     assert (a2.open_loop_status, a2.open_loop_kind, a2.root, a2.tokens) == ("open", "todo", True, 9)
     assert a2.position == 2
     alpha = Project.objects.get(slug="lab-alpha")
@@ -330,7 +319,7 @@ def broken_corpus(tmp_path: Path, breakage) -> Path:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("case", sorted(BREAKAGES))
-def test_a_malformed_corpus_leaves_no_rows(tmp_path, fake_embeddings, case):
+def test_a_malformed_corpus_leaves_no_rows(tmp_path, embedding_batches, case):
     path = broken_corpus(tmp_path, BREAKAGES[case])
     before = row_counts()
 
@@ -338,13 +327,13 @@ def test_a_malformed_corpus_leaves_no_rows(tmp_path, fake_embeddings, case):
         corpus_import(path)
 
     assert row_counts() == before == dict.fromkeys(before, 0)
-    assert fake_embeddings == [], "nothing is embedded before the corpus is known to be valid"
+    assert embedding_batches == [], "nothing is embedded before the corpus is known to be valid"
     # each issue names its file
     assert all(issue.file in str(issue) for issue in caught.value.issues)
 
 
 @pytest.mark.django_db
-def test_a_failure_while_writing_leaves_no_rows(source, fake_embeddings, monkeypatch):
+def test_a_failure_while_writing_leaves_no_rows(source, embedding_batches, monkeypatch):
     real = importing.audit_record
 
     def fail_at_the_end(**kwargs):
@@ -359,7 +348,7 @@ def test_a_failure_while_writing_leaves_no_rows(source, fake_embeddings, monkeyp
 
 
 @pytest.mark.django_db
-def test_a_loaded_corpus_name_is_refused(source, fake_embeddings, tmp_path):
+def test_a_loaded_corpus_name_is_refused(source, embedding_batches, tmp_path):
     corpus_import(source)
     before = row_counts()
 
@@ -376,7 +365,7 @@ def test_a_loaded_corpus_name_is_refused(source, fake_embeddings, tmp_path):
 
 @pytest.mark.django_db
 def test_a_project_slug_in_use_is_refused_under_another_corpus_name(
-    source, fake_embeddings, tmp_path
+    source, embedding_batches, tmp_path
 ):
     corpus_import(source)
     other = write_corpus_dir(
@@ -398,7 +387,7 @@ def test_a_project_slug_in_use_is_refused_under_another_corpus_name(
 
 
 @pytest.mark.django_db
-def test_a_value_too_long_for_its_column_is_refused_before_writing(tmp_path, fake_embeddings):
+def test_a_value_too_long_for_its_column_is_refused_before_writing(tmp_path, embedding_batches):
     units = json.loads(json.dumps(UNITS))
     units[0]["title"] = "t" * 301
     path = write_corpus_dir(tmp_path / "long", units=units)
@@ -420,7 +409,7 @@ class Rollback(Exception):
 
 
 @pytest.mark.django_db
-def test_export_then_import_gives_the_same_corpus(source, fake_embeddings, tmp_path):
+def test_export_then_import_gives_the_same_corpus(source, embedding_batches, tmp_path):
     original = read_corpus(source)
     # import the original, export it, and undo the import, so the export can be imported in turn
     with pytest.raises(Rollback), transaction.atomic():
@@ -445,7 +434,7 @@ def test_export_then_import_gives_the_same_corpus(source, fake_embeddings, tmp_p
 
 
 @pytest.mark.django_db
-def test_export_of_current_frames_writes_the_promoted_version(source, fake_embeddings, tmp_path):
+def test_export_of_current_frames_writes_the_promoted_version(source, embedding_batches, tmp_path):
     corpus_import(source)
     alpha = Project.objects.get(slug="lab-alpha")
     version = Proposal.objects.get(uid="wider-pull").frame_version
@@ -468,13 +457,13 @@ def test_export_of_an_unknown_corpus(tmp_path):
 
 
 @pytest.mark.django_db
-def test_import_corpus_command(source, fake_embeddings, capsys):
+def test_import_corpus_command(source, embedding_batches, capsys):
     call_command("import_corpus", str(source))
     assert "imported lab: 2 projects, 4 units, 2 tasks" in capsys.readouterr().out
 
 
 @pytest.mark.django_db
-def test_import_corpus_command_lists_every_issue_and_fails(tmp_path, fake_embeddings, capsys):
+def test_import_corpus_command_lists_every_issue_and_fails(tmp_path, embedding_batches, capsys):
     units = json.loads(json.dumps(UNITS))
     units[0]["created_at"] = "soon"
     units[3]["project"] = "lab-gamma"
@@ -508,7 +497,7 @@ def test_import_corpus_command_exits_non_zero(tmp_path):
 
 
 @pytest.mark.django_db
-def test_export_corpus_command(source, fake_embeddings, tmp_path, capsys):
+def test_export_corpus_command(source, embedding_batches, tmp_path, capsys):
     corpus_import(source)
     call_command("export_corpus", "lab", str(tmp_path / "out"))
     assert read_corpus(tmp_path / "out") == read_corpus(source)
