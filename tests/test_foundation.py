@@ -72,7 +72,12 @@ def test_landing_page_lists_projects_with_frame_version_and_unit_counts(
     make_project("beta", corpus="lab")
     for i in range(3):
         MemoryUnit.objects.create(
-            corpus=alpha.corpus, project=alpha, uid=f"u{i}", evidence_class="rule", text="x" * 8, tokens=2
+            corpus=alpha.corpus,
+            project=alpha,
+            uid=f"u{i}",
+            evidence_class="rule",
+            text="x" * 8,
+            tokens=2,
         )
     user = django_user_model.objects.create_user("reader", password="pw-123456")
     client.force_login(user)

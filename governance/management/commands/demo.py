@@ -60,13 +60,24 @@ class Command(BaseCommand):
         if not no_worker:
             children.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "celery", "-A", "governance", "worker",
-                     "--loglevel=WARNING", "--concurrency=1", "--hostname=demo@%h"],
+                    [
+                        sys.executable,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "governance",
+                        "worker",
+                        "--loglevel=WARNING",
+                        "--concurrency=1",
+                        "--hostname=demo@%h",
+                    ],
                     env=env,
                 )
             )
         children.append(
-            subprocess.Popen([sys.executable, "manage.py", "runserver", addr, "--noreload"], env=env)
+            subprocess.Popen(
+                [sys.executable, "manage.py", "runserver", addr, "--noreload"], env=env
+            )
         )
         self.stdout.write(self.style.SUCCESS(f"Serving http://{addr}/ — Ctrl-C stops everything."))
         try:

@@ -21,4 +21,6 @@ class Command(BaseCommand):
             if name and Corpus.objects.filter(name=name).exists():
                 self.stdout.write(f"{name}: already loaded")
                 continue
-            call_command("import_corpus", str(corpus_yaml.parent), stdout=self.stdout, stderr=self.stderr)
+            call_command(
+                "import_corpus", str(corpus_yaml.parent), stdout=self.stdout, stderr=self.stderr
+            )

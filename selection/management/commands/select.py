@@ -25,16 +25,28 @@ def read_signals(path: str) -> tuple[tuple[WorkSignal, ...], dict]:
     cites = doc.get("cites", {}) if isinstance(doc, dict) else {}
     signals = []
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or set(item) - {"id", "kind", "content"} or not {"id", "kind", "content"} <= set(item):
-            raise CommandError(f'{path}: signals[{i}] must have exactly the keys "id", "kind", "content"')
+        if (
+            not isinstance(item, dict)
+            or set(item) - {"id", "kind", "content"}
+            or not {"id", "kind", "content"} <= set(item)
+        ):
+            raise CommandError(
+                f'{path}: signals[{i}] must have exactly the keys "id", "kind", "content"'
+            )
         if item["kind"] not in SIGNAL_KINDS:
-            raise CommandError(f'{path}: signals[{i}], field "kind": "{item["kind"]}" is not one of {", ".join(SIGNAL_KINDS)}')
-        signals.append(WorkSignal(id=str(item["id"]), kind=item["kind"], content=str(item["content"])))
+            raise CommandError(
+                f'{path}: signals[{i}], field "kind": "{item["kind"]}" is not one of {", ".join(SIGNAL_KINDS)}'
+            )
+        signals.append(
+            WorkSignal(id=str(item["id"]), kind=item["kind"], content=str(item["content"]))
+        )
     known = {s.id for s in signals}
     for field, ids in cites.items():
         for sid in ids:
             if sid not in known:
-                raise CommandError(f'{path}: cites.{field} names signal "{sid}", which the file does not declare')
+                raise CommandError(
+                    f'{path}: cites.{field} names signal "{sid}", which the file does not declare'
+                )
     return tuple(signals), cites
 
 
@@ -60,8 +72,12 @@ class Command(BaseCommand):
         parser.add_argument("--condition", default="C6")
         parser.add_argument("--budget", type=int, default=None)
         parser.add_argument("--standpoint")
-        parser.add_argument("--explain", action="store_true", help="print every candidate's disposition")
-        parser.add_argument("--json", action="store_true", help="print the bundle and the trace as JSON")
+        parser.add_argument(
+            "--explain", action="store_true", help="print every candidate's disposition"
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="print the bundle and the trace as JSON"
+        )
 
     def handle(self, *args, **o):
         try:
@@ -89,7 +105,9 @@ class Command(BaseCommand):
                 project=project,
                 query=o["query"],
                 work_frame=work_frame,
-                budget_tokens=o["budget"] if o["budget"] is not None else settings.FG_DEFAULT_BUDGET,
+                budget_tokens=o["budget"]
+                if o["budget"] is not None
+                else settings.FG_DEFAULT_BUDGET,
                 condition=o["condition"],
                 standpoint=standpoint,
                 source="select",
@@ -98,7 +116,11 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from error
         result = selection.result
         if o["json"]:
-            doc = {"trace_id": selection.trace.pk, "bundle": result.bundle.as_dict(), "trace": result.trace.as_dict()}
+            doc = {
+                "trace_id": selection.trace.pk,
+                "bundle": result.bundle.as_dict(),
+                "trace": result.trace.as_dict(),
+            }
             self.stdout.write(json.dumps(doc, indent=2, default=str))
             return
         self.stdout.write(result.bundle.rendered)
@@ -115,7 +137,9 @@ class Command(BaseCommand):
         self.stdout.write("\nCandidates:")
         self.stdout.write(f"  {'unit':32} {'class':22} {'disposition':15} {'stage':12} reason")
         for c in result.trace.candidates:
-            self.stdout.write(f"  {c.unit_id:32} {c.evidence_class:22} {c.disposition:15} {c.stage:12} {c.reason_code}")
+            self.stdout.write(
+                f"  {c.unit_id:32} {c.evidence_class:22} {c.disposition:15} {c.stage:12} {c.reason_code}"
+            )
         omitted = [c for c in result.trace.candidates if c.disposition == "budget_omitted"]
         self.stdout.write("\nBudget omissions:" if omitted else "\nBudget omissions: none")
         for c in omitted:
