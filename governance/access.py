@@ -44,6 +44,11 @@ class Capabilities:
     def can_review(self) -> bool:
         return Role.REVIEWER in self.roles
 
+    @property
+    def can_replay(self) -> bool:
+        # a replay writes a new trace; leads and reviewers may, auditors only read
+        return bool(self.roles & {Role.LEAD, Role.REVIEWER})
+
 
 def _active(user) -> bool:
     return user is not None and getattr(user, "is_authenticated", False) and user.is_active
@@ -93,6 +98,17 @@ def access_review(user, project: Project) -> Capabilities:
     return _require(user, project, "can_review", Role.REVIEWER, "approve or reject a backtest")
 
 
+def access_replay(user, project: Project) -> Capabilities:
+    """Replay a stored trace under today's frame (writes a new trace): a lead or a reviewer."""
+    caps = capabilities(user, project)
+    if not caps.can_replay:
+        raise AccessDenied(
+            f"{_who(user)} may not replay traces in {project.slug}: "
+            "it needs the project lead or reviewer role"
+        )
+    return caps
+
+
 def readable_projects(user) -> QuerySet[Project]:
     """The projects `user` may read: all for a superuser, else those where they hold any role."""
     if not _active(user):
@@ -107,3 +123,44 @@ def reads_unscoped_audit(user) -> bool:
     if not _active(user):
         return False
     return user.is_superuser or RoleGrant.objects.filter(user=user, role=Role.AUDITOR).exists()
+
+
+# --- corpora: evaluations span every project of a corpus ---------------------------------------
+
+
+@dataclass(frozen=True)
+class CorpusCapabilities:
+    """What one user may do with a whole corpus (its evaluations)."""
+
+    can_read: bool
+    can_evaluate: bool
+
+
+def corpus_capabilities(user, corpus) -> CorpusCapabilities:
+    """One query: any role on one of the corpus's projects reads it; a lead on one may evaluate."""
+    if not _active(user):
+        return CorpusCapabilities(False, False)
+    roles = set(
+        RoleGrant.objects.filter(user=user, project__corpus=corpus).values_list("role", flat=True)
+    )
+    return CorpusCapabilities(
+        can_read=user.is_superuser or bool(roles), can_evaluate=Role.LEAD in roles
+    )
+
+
+def access_corpus_read(user, corpus) -> CorpusCapabilities:
+    caps = corpus_capabilities(user, corpus)
+    if not caps.can_read:
+        raise AccessDenied(f"{_who(user)} holds no role in any project of {corpus.name}")
+    return caps
+
+
+def access_evaluate(user, corpus) -> CorpusCapabilities:
+    """Running an evaluation writes traces for every project of the corpus: a lead of one of them."""
+    caps = corpus_capabilities(user, corpus)
+    if not caps.can_evaluate:
+        raise AccessDenied(
+            f"{_who(user)} may not evaluate {corpus.name}: "
+            "it needs the project lead role in one of its projects"
+        )
+    return caps

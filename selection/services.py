@@ -85,46 +85,76 @@ def run_selection(
     return Selection(result=result, trace=trace, project_frame=project_frame)
 
 
-def trace_write(result: SelectionResult, *, project: Project, frame_version: int, task: Task | None, source: str) -> Trace:
+def trace_write(
+    result: SelectionResult, *, project: Project, frame_version: int, task: Task | None, source: str
+) -> Trace:
     """Persist a trace: one header row, one row per candidate; neither is ever updated."""
-    trace_doc = result.trace.as_dict()
-    candidates = trace_doc.pop("candidates")
-    engine_trace = result.trace
+    entry = TraceEntry(result, project, frame_version, task, source)
+    return traces_write([entry])[0]
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One selection to persist with `traces_write`."""
+
+    result: SelectionResult
+    project: Project
+    frame_version: int
+    task: Task | None
+    source: str
+
+
+def traces_write(entries: list[TraceEntry]) -> list[Trace]:
+    """Persist many traces in two bulk inserts (headers, then every candidate), in entry order."""
+    headers: list[Trace] = []
+    rows: list[TraceCandidate] = []
+    for entry in entries:
+        trace, candidates = _trace_rows(entry)
+        headers.append(trace)
+        rows.extend(candidates)
     with transaction.atomic():
-        trace = Trace.objects.create(
-            project=project,
-            frame_version=frame_version,
-            task=task,
-            condition=engine_trace.condition,
-            query=engine_trace.query,
-            standpoint=engine_trace.standpoint,
-            budget_tokens=engine_trace.budget_tokens,
-            policy_version=engine_trace.policy_version,
-            engine_version=engine_trace.engine_version,
-            bundle_digest=result.bundle.digest,
-            bundle_tokens=result.bundle.tokens,
-            admitted=list(result.bundle.unit_ids()),
-            header=trace_doc,
-            bundle=result.bundle.as_dict(),
-            source=source,
+        Trace.objects.bulk_create(headers, batch_size=500)
+        # each candidate's trace got its pk from the insert above (PostgreSQL returns ids)
+        TraceCandidate.objects.bulk_create(rows, batch_size=2000)
+    return headers
+
+
+def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[TraceCandidate]]:
+    result, engine_trace = entry.result, entry.result.trace
+    trace_doc = engine_trace.as_dict()
+    candidates = trace_doc.pop("candidates")
+    trace = Trace(
+        project=entry.project,
+        frame_version=entry.frame_version,
+        task=entry.task,
+        condition=engine_trace.condition,
+        query=engine_trace.query,
+        standpoint=engine_trace.standpoint,
+        budget_tokens=engine_trace.budget_tokens,
+        policy_version=engine_trace.policy_version,
+        engine_version=engine_trace.engine_version,
+        bundle_digest=result.bundle.digest,
+        bundle_tokens=result.bundle.tokens,
+        admitted=list(result.bundle.unit_ids()),
+        header=trace_doc,
+        bundle=result.bundle.as_dict(),
+        source=entry.source,
+    )
+    rows = [
+        TraceCandidate(
+            trace=trace,
+            position=i,
+            unit_uid=record.unit_id,
+            project_slug=record.project,
+            evidence_class=record.evidence_class,
+            disposition=record.disposition,
+            stage=record.stage,
+            reason_code=record.reason_code,
+            record=doc,
         )
-        TraceCandidate.objects.bulk_create(
-            [
-                TraceCandidate(
-                    trace=trace,
-                    position=i,
-                    unit_uid=record.unit_id,
-                    project_slug=record.project,
-                    evidence_class=record.evidence_class,
-                    disposition=record.disposition,
-                    stage=record.stage,
-                    reason_code=record.reason_code,
-                    record=doc,
-                )
-                for i, (record, doc) in enumerate(zip(engine_trace.candidates, candidates, strict=True))
-            ]
-        )
-    return trace
+        for i, (record, doc) in enumerate(zip(engine_trace.candidates, candidates, strict=True))
+    ]
+    return trace, rows
 
 
 def trace_result(trace: Trace) -> SelectionResult:

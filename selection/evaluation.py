@@ -1,0 +1,298 @@
+"""The evaluation ladder: every task of a corpus under every condition, scored against its ledger.
+
+The aggregation helpers at the top are pure (plain mappings in, plain mappings out, no ORM), so the
+numbers a reader sees can be checked by hand; `evaluation_run` replays, scores and stores them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from django.db import transaction
+
+from selection.engine.attribution import FailureCode
+from selection.engine.conditions import CONDITIONS, LADDER, get_condition
+from selection.engine.metrics import overlap
+from selection.engine.pipeline import ENGINE_VERSION
+
+from . import store
+from .models import Corpus, Evaluation, EvaluationRun, Task
+from .scoring import METRICS, ledger_for_task, score_result
+from .services import SelectionError, TraceEntry, replay_task, traces_write
+
+ALL_CONDITIONS: tuple[str, ...] = LADDER + ("CO",)
+ORACLE = "CO"
+BASELINE = "C0"  # the hazard table's query-only reference
+HAZARD_CONDITION = "C6"  # the misassigned run: the full builder under the wrong work type
+HAZARD_METRIC = "must_include_recall"
+DECLARED, MISASSIGNED = "declared", "misassigned"
+ECODES: tuple[str, ...] = tuple(code.value for code in FailureCode)
+TRACE_SOURCE = "evaluation"
+
+
+class EvaluationError(ValueError):
+    """An evaluation that cannot run: unknown corpus or condition, no tasks, no promoted frame."""
+
+
+# --- pure aggregation ------------------------------------------------------------------------
+
+
+def parse_conditions(names: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Condition names in ladder order, each once; None or "" means the whole ladder and CO."""
+    if names is None:
+        return ALL_CONDITIONS
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",")]
+    chosen = {n for n in names if n}
+    if not chosen:
+        return ALL_CONDITIONS
+    for name in sorted(chosen):
+        get_condition(name)  # raises UnknownCondition naming the known ones
+    return tuple(n for n in CONDITIONS if n in chosen)
+
+
+def mean_metrics(per_task: Mapping[str, Mapping[str, float]], metrics: Sequence[str] = METRICS) -> dict[str, float]:
+    """The mean of each metric over tasks (0.0 for every metric when there is no task)."""
+    n = len(per_task)
+    return {m: (math.fsum(t[m] for t in per_task.values()) / n if n else 0.0) for m in metrics}
+
+
+def pair_overlaps(
+    pairs: Mapping[str, Sequence[str]],
+    admitted: Mapping[str, Mapping[str, Collection[str]]],
+) -> dict[str, dict[str, float]]:
+    """pair -> condition -> overlap of the pair's admitted sets (`admitted[condition][task]`).
+
+    A pair of two tasks is their Jaccard; a pair key shared by more tasks gets the mean over every
+    two of them. Pairs with fewer than two tasks are left out: nothing is compared.
+    """
+    table: dict[str, dict[str, float]] = {}
+    for pair, task_ids in sorted(pairs.items()):
+        if len(task_ids) < 2:
+            continue
+        row = {}
+        for condition, by_task in admitted.items():
+            values = [overlap(by_task[a], by_task[b]) for a, b in combinations(task_ids, 2)]
+            row[condition] = math.fsum(values) / len(values)
+        table[pair] = row
+    return table
+
+
+def hazard_table(
+    misassigned: Mapping[str, tuple[str, float]],
+    declared: Mapping[str, float],
+    baseline: Mapping[str, float],
+) -> dict[str, dict[str, float | str | bool]]:
+    """task -> its declared-frame, misassigned-frame and query-only (C0) values of one metric.
+
+    `misassigned` maps each task to (the wrong work type, the value under it); `worse_than_C0` says
+    whether the wrong frame selects worse than no frame at all.
+    """
+    return {
+        task: {
+            "work_type": work_type,
+            "declared": declared[task],
+            "misassigned": value,
+            BASELINE: baseline[task],
+            "damage": declared[task] - value,
+            f"worse_than_{BASELINE}": value < baseline[task],
+        }
+        for task, (work_type, value) in sorted(misassigned.items())
+    }
+
+
+def ecode_counts(ecodes_by_task: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
+    """How many units got each E-code across tasks; every code E0..E6 present, zero included."""
+    counts = Counter(code for codes in ecodes_by_task.values() for code in codes.values())
+    return {code: counts.get(code, 0) for code in ECODES}
+
+
+# --- the service -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """One replay of one task under one condition and variant, scored; `trace` set once written."""
+
+    task: Task
+    condition: str
+    variant: str
+    work_type: str | None
+    metrics: dict[str, float]
+    admitted: tuple[str, ...]
+    ecodes: dict[str, str]
+    entry: TraceEntry
+    trace_id: int | None = field(default=None)
+
+    def row(self) -> dict:
+        return {
+            **self.metrics,
+            "admitted": list(self.admitted),
+            "ecodes": dict(self.ecodes),
+            "trace": self.trace_id,
+        }
+
+
+def evaluation_run(*, corpus: Corpus | str, conditions: str | Iterable[str] | None = None, actor=None) -> Evaluation:
+    """Replay every task of `corpus` under each condition (plus the hazard's misassigned C6 runs),
+    score them against the hidden ledgers, and store the evaluation, its runs and their traces in
+    one transaction.
+
+    Each project's frame is the version promoted when the run starts, fixed for the whole run.
+    The hazard needs both C0 and C6 among `conditions`; without them it is left empty. `actor`
+    (None from the command line) must be a lead in one of the corpus's projects.
+    """
+    from governance.selectors import current_frame_version
+
+    corpus = _corpus(corpus)
+    if actor is not None:
+        from governance.access import access_evaluate
+
+        access_evaluate(actor, corpus)  # before any work: a refused run writes nothing
+    try:
+        names = parse_conditions(conditions)
+    except ValueError as error:
+        raise EvaluationError(str(error)) from error
+    tasks = list(Task.objects.filter(corpus=corpus).select_related("project", "corpus").order_by("position", "uid"))
+    if not tasks:
+        raise EvaluationError(f'corpus "{corpus.name}" has no tasks to evaluate')
+    store.corpus_index(corpus.pk)  # built once; every replay below reuses it
+    versions = {}
+    for project in {t.project_id: t.project for t in tasks}.values():
+        versions[project.pk] = current_frame_version(project=project)
+        if versions[project.pk] is None:
+            raise EvaluationError(f'project "{project.slug}" has no promoted frame version')
+
+    hazard_on = BASELINE in names and HAZARD_CONDITION in names
+    runs: list[_Run] = []
+    for task in tasks:
+        ledger = ledger_for_task(task)
+        version = versions[task.project_id]
+        plan = [(c, DECLARED, None) for c in names]
+        if hazard_on and task.misassigned_work_type:
+            plan.append((HAZARD_CONDITION, MISASSIGNED, task.misassigned_work_type))
+        for condition, variant, work_type in plan:
+            runs.append(_replay(task, condition, variant, work_type, version, ledger))
+
+    with transaction.atomic():
+        traces = traces_write([r.entry for r in runs])
+        for run, trace in zip(runs, traces, strict=True):
+            run.trace_id = trace.pk
+        document = _document(corpus, names, tasks, runs, versions)
+        evaluation = Evaluation.objects.create(
+            corpus=corpus, engine_version=ENGINE_VERSION, conditions=list(names), result=document
+        )
+        EvaluationRun.objects.bulk_create(
+            [
+                EvaluationRun(
+                    evaluation=evaluation,
+                    task=r.task,
+                    condition=r.condition,
+                    variant=r.variant,
+                    trace_id=r.trace_id,
+                    metrics=r.metrics,
+                )
+                for r in runs
+            ]
+        )
+        _audit(evaluation, corpus, names, actor)
+    return evaluation
+
+
+def _corpus(corpus: Corpus | str) -> Corpus:
+    if isinstance(corpus, Corpus):
+        return corpus
+    found = Corpus.objects.filter(name=corpus).first()
+    if found is None:
+        raise EvaluationError(f'no corpus "{corpus}"')
+    return found
+
+
+def _replay(task, condition, variant, work_type, version, ledger) -> _Run:
+    try:
+        selection = replay_task(
+            task=task,
+            frame_version=version,
+            condition=condition,
+            work_type=work_type,
+            source=TRACE_SOURCE,
+            persist=False,
+        )
+    except SelectionError as error:
+        raise EvaluationError(f"{task.uid} under {condition}: {error}") from error
+    score = score_result(task, selection.result, selection.project_frame, ledger)
+    entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
+    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), entry)
+
+
+def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
+    """The `evaluate --json` document (see docs/results.md for its keys)."""
+    declared = {(r.task.uid, r.condition): r for r in runs if r.variant == DECLARED}
+    conditions = {}
+    for c in names:
+        per_task = {t.uid: declared[(t.uid, c)].row() for t in tasks}
+        conditions[c] = {
+            "label": CONDITIONS[c].label,
+            "mean": mean_metrics(per_task),
+            "ecode_counts": ecode_counts({tid: row["ecodes"] for tid, row in per_task.items()}),
+            "tasks": per_task,
+        }
+    pairs: dict[str, list[str]] = {}
+    for t in tasks:
+        if t.pair:
+            pairs.setdefault(t.pair, []).append(t.uid)
+    admitted = {c: {t.uid: declared[(t.uid, c)].admitted for t in tasks} for c in names}
+    wrong = {r.task.uid: r for r in runs if r.variant == MISASSIGNED}
+    hazard = hazard_table(
+        {tid: (r.work_type, r.metrics[HAZARD_METRIC]) for tid, r in wrong.items()},
+        {tid: declared[(tid, HAZARD_CONDITION)].metrics[HAZARD_METRIC] for tid in wrong},
+        {tid: declared[(tid, BASELINE)].metrics[HAZARD_METRIC] for tid in wrong},
+    )
+    return {
+        "corpus": corpus.name,
+        "engine_version": ENGINE_VERSION,
+        "embedding_model": corpus.embedding_model,
+        "metrics": list(METRICS),
+        "condition_order": list(names),
+        "frames": {t.project.slug: versions[t.project_id].number for t in sorted(tasks, key=lambda t: t.project.slug)},
+        "task_info": {
+            t.uid: {
+                "project": t.project.slug,
+                "family": t.family,
+                "pair": t.pair,
+                "work_type": (t.frame or {}).get("work_type"),
+                "misassigned_work_type": t.misassigned_work_type,
+                "budget_tokens": t.budget_tokens,
+            }
+            for t in tasks
+        },
+        "conditions": conditions,
+        "pairs": pair_overlaps(pairs, admitted),
+        "hazard": hazard,
+        "hazard_metric": HAZARD_METRIC,
+        "hazard_condition": HAZARD_CONDITION,
+        "misassigned": {tid: {"work_type": r.work_type, **r.row()} for tid, r in sorted(wrong.items())},
+        "ecode_counts": {c: conditions[c]["ecode_counts"] for c in names},
+    }
+
+
+def _audit(evaluation: Evaluation, corpus: Corpus, names, actor) -> None:
+    from governance.services import audit_record
+
+    means = evaluation.result["conditions"]
+    audit_record(
+        actor=actor,
+        project=None,
+        action="evaluation.run",
+        obj=evaluation,
+        summary=f"evaluated {corpus.name} under {', '.join(names)}",
+        payload={
+            "corpus": corpus.name,
+            "conditions": list(names),
+            HAZARD_METRIC: {c: round(means[c]["mean"][HAZARD_METRIC], 4) for c in names},
+        },
+    )

@@ -1,0 +1,148 @@
+"""Reads of stored evaluations: the tables and chart series the evaluation pages show.
+
+Everything is derived from the stored `Evaluation.result` document, so a page shows exactly what
+`evaluate --json` wrote; nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, QuerySet
+
+from .evaluation import BASELINE, ECODES, ORACLE
+from .models import Corpus, Evaluation
+
+METRIC_LABELS = {
+    "must_include_recall": "must-include recall",
+    "precision": "precision",
+    "leakage": "leakage",
+    "harmful_admission": "harmful admission",
+    "redundancy": "redundancy",
+    "tokens": "tokens",
+}
+
+
+def corpus_for_name(*, name: str) -> Corpus:
+    return Corpus.objects.get(name=name)
+
+
+def corpus_evaluations(*, corpus: Corpus) -> QuerySet[Evaluation]:
+    """Newest first, without the (large) result document; `run_count` annotated."""
+    return (
+        Evaluation.objects.filter(corpus=corpus)
+        .defer("result")
+        .annotate(run_count=Count("runs"))
+        .order_by("-created_at", "-id")
+    )
+
+
+def evaluation_for_pk(*, pk: int) -> Evaluation:
+    return Evaluation.objects.select_related("corpus").get(pk=pk)
+
+
+def fmt(metric: str, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f}" if metric == "tokens" else f"{value:.3f}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    condition: str
+    trace: int | None
+    values: tuple[tuple[str, str], ...]  # (metric label, formatted value) for the cell's metrics
+    ecodes: tuple[tuple[str, str], ...]  # (unit id, code)
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    task: str
+    project: str
+    family: str
+    work_type: str
+    cells: tuple[Cell, ...]
+    misassigned: Cell | None
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    conditions: tuple[str, ...]
+    metrics: tuple[str, ...]
+    metric_labels: tuple[str, ...]
+    ladder: tuple[tuple[str, str, tuple[str, ...]], ...]  # (condition, label, formatted means)
+    charts: tuple[dict, ...]  # one per metric: {metric, title, x, y, oracle}
+    pairs: tuple[tuple[str, tuple[str, ...]], ...]
+    hazard: tuple[dict, ...]
+    ecodes: tuple[tuple[str, tuple[int, ...]], ...]
+    ecode_names: tuple[str, ...]
+    tasks: tuple[TaskRow, ...]
+    doc: dict
+
+
+CELL_METRICS = ("must_include_recall", "precision", "tokens")
+
+
+def _cell(condition: str, row: dict) -> Cell:
+    return Cell(
+        condition=condition,
+        trace=row.get("trace"),
+        values=tuple((METRIC_LABELS[m], fmt(m, row[m])) for m in CELL_METRICS),
+        ecodes=tuple(sorted(row.get("ecodes", {}).items(), key=lambda kv: (kv[1], kv[0]))),
+    )
+
+
+def evaluation_report(*, evaluation: Evaluation) -> EvaluationReport:
+    doc = evaluation.result
+    names = tuple(doc["condition_order"])
+    metrics = tuple(doc["metrics"])
+    conditions = doc["conditions"]
+    ladder_names = tuple(c for c in names if c != ORACLE)
+    charts = tuple(
+        {
+            "metric": m,
+            "title": METRIC_LABELS.get(m, m),
+            "x": list(ladder_names),
+            "y": [conditions[c]["mean"][m] for c in ladder_names],
+            "oracle": conditions[ORACLE]["mean"][m] if ORACLE in conditions else None,
+        }
+        for m in metrics
+    )
+    tasks = []
+    for task_id, info in doc["task_info"].items():
+        wrong = doc.get("misassigned", {}).get(task_id)
+        tasks.append(
+            TaskRow(
+                task=task_id,
+                project=info["project"],
+                family=info["family"],
+                work_type=info.get("work_type") or "",
+                cells=tuple(_cell(c, conditions[c]["tasks"][task_id]) for c in names),
+                misassigned=_cell(f"C6 as {wrong['work_type']}", wrong) if wrong else None,
+            )
+        )
+    return EvaluationReport(
+        conditions=names,
+        metrics=metrics,
+        metric_labels=tuple(METRIC_LABELS.get(m, m) for m in metrics),
+        ladder=tuple(
+            (c, conditions[c]["label"], tuple(fmt(m, conditions[c]["mean"][m]) for m in metrics)) for c in names
+        ),
+        charts=charts,
+        pairs=tuple((pair, tuple(fmt("overlap", row.get(c)) for c in names)) for pair, row in doc["pairs"].items()),
+        hazard=tuple(
+            {
+                "task": task,
+                "work_type": h["work_type"],
+                "declared": fmt("", h["declared"]),
+                "misassigned": fmt("", h["misassigned"]),
+                "baseline": fmt("", h[BASELINE]),
+                "worse": h[f"worse_than_{BASELINE}"],
+            }
+            for task, h in doc["hazard"].items()
+        ),
+        ecodes=tuple((c, tuple(doc["ecode_counts"][c].get(code, 0) for code in ECODES)) for c in names),
+        ecode_names=ECODES,
+        tasks=tuple(tasks),
+        doc=doc,
+    )

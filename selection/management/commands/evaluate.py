@@ -1,0 +1,103 @@
+"""`python manage.py evaluate NAME`: run the condition ladder on a corpus, store it, print it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from selection.evaluation import ECODES, EvaluationError, evaluation_run
+
+SHORT = {
+    "must_include_recall": "recall",
+    "precision": "precision",
+    "leakage": "leakage",
+    "harmful_admission": "harmful",
+    "redundancy": "redundancy",
+    "tokens": "tokens",
+}
+
+
+def fmt(metric: str, value: float) -> str:
+    return f"{value:.1f}" if metric == "tokens" else f"{value:.3f}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Evaluate a corpus: every task under each condition (default C0..C6 and the oracle CO), "
+        "scored against the hidden ledgers; prints the ladder, pair overlaps, the misassignment "
+        "hazard and E-code counts, and stores the evaluation with a trace per run."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="corpus name")
+        parser.add_argument("--conditions", default="", help="comma-separated, e.g. C0,C4,C6,CO")
+        parser.add_argument("--json", dest="json_path", help="write the result document here (- for stdout)")
+        parser.add_argument("--quiet", action="store_true", help="print only the ladder means")
+
+    def handle(self, *args, **o):
+        try:
+            evaluation = evaluation_run(corpus=o["name"], conditions=o["conditions"] or None)
+        except EvaluationError as error:
+            raise CommandError(str(error)) from error
+        doc = evaluation.result
+        if o["json_path"] == "-":
+            self.stdout.write(json.dumps(doc, indent=2))
+            return
+        if o["json_path"]:
+            Path(o["json_path"]).write_text(json.dumps(doc, indent=2) + "\n")
+        self.print_report(evaluation, doc, brief=o["quiet"])
+
+    def print_report(self, evaluation, doc, *, brief: bool) -> None:
+        out = self.stdout.write
+        names, metrics = doc["condition_order"], doc["metrics"]
+        tasks = list(doc["task_info"])
+        out(
+            f"Evaluation {evaluation.pk} of {doc['corpus']}: {len(tasks)} tasks, "
+            f"{doc['engine_version']}, embeddings {doc['embedding_model'] or 'none'}"
+        )
+        out("\nLadder (means over tasks)")
+        out(self._row("condition", [SHORT[m] for m in metrics]))
+        for c in names:
+            mean = doc["conditions"][c]["mean"]
+            out(self._row(c, [fmt(m, mean[m]) for m in metrics]))
+        if brief:
+            return
+        for m in metrics:
+            out(f"\nPer task: {m}")
+            out(self._row("task", names, first=24))
+            for t in tasks:
+                values = [fmt(m, doc["conditions"][c]["tasks"][t][m]) for c in names]
+                out(self._row(t, values, first=24))
+        out("\nPair overlap (Jaccard of admitted units)")
+        if doc["pairs"]:
+            out(self._row("pair", names, first=24))
+            for pair, row in doc["pairs"].items():
+                out(self._row(pair, [f"{row[c]:.3f}" for c in names], first=24))
+        else:
+            out("  no pairs in this corpus")
+        out(f"\nHazard: {doc['hazard_metric']}, {doc['hazard_condition']} declared vs misassigned vs C0")
+        if doc["hazard"]:
+            out(self._row("task", ["wrong type", "declared", "misassigned", "C0", "worse than C0"], first=24))
+            for task, h in doc["hazard"].items():
+                values = [
+                    h["work_type"],
+                    f"{h['declared']:.3f}",
+                    f"{h['misassigned']:.3f}",
+                    f"{h['C0']:.3f}",
+                    "yes" if h["worse_than_C0"] else "no",
+                ]
+                out(self._row(task, values, first=24, width=14))
+        else:
+            out("  none (needs C0 and C6, and a task with misassigned_work_type)")
+        out("\nE-codes (units attributed, summed over tasks)")
+        out(self._row("condition", list(ECODES), width=6))
+        for c in names:
+            counts = doc["ecode_counts"][c]
+            out(self._row(c, [str(counts[code]) for code in ECODES], width=6))
+        out(f"\nStored as evaluation {evaluation.pk} with {evaluation.runs.count()} runs, each with its trace.")
+
+    @staticmethod
+    def _row(label: str, cells, *, first: int = 12, width: int = 11) -> str:
+        return f"  {label:<{first}}" + "".join(f"{cell:>{width}}" for cell in cells)
