@@ -19,7 +19,7 @@ from selection.engine.types import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
-BOOK = Path("/work/shared/benchmarks/book-ch10")
+BOOK = Path(__file__).resolve().parents[3].parent / "shared" / "benchmarks" / "book-ch10"
 T0 = datetime.fromisoformat("2026-09-20T12:00:00+00:00")
 
 
