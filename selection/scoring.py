@@ -61,3 +61,16 @@ def score_result(
     return TaskScore(
         metrics=metrics, attribution=attribution, admitted=tuple(result.bundle.unit_ids())
     )
+
+
+def ledgers_for_tasks(task_ids: list[int]) -> dict[int, dict[str, str]]:
+    """Task pk -> its ledger (unit id -> label), in one query; tasks with no entry map to {}."""
+    ledgers: dict[int, dict[str, str]] = {task_id: {} for task_id in task_ids}
+    rows = (
+        LedgerEntry.objects.filter(task_id__in=task_ids)
+        .order_by("task_id", "unit__uid")
+        .values_list("task_id", "unit__uid", "label")
+    )
+    for task_id, unit_uid, label in rows.iterator(chunk_size=5000):
+        ledgers[task_id][unit_uid] = label
+    return ledgers

@@ -1,3 +1,43 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views as trace_views
+from . import views_evaluation
 
 urlpatterns: list = []
+
+# --- evaluations (selection/views_evaluation.py) ---
+urlpatterns += [
+    path(
+        "corpora/<slug:name>/evaluations/",
+        views_evaluation.evaluation_list,
+        name="evaluation-list",
+    ),
+    path(
+        "corpora/<slug:name>/evaluations/run/",
+        views_evaluation.evaluation_create,
+        name="evaluation-create",
+    ),
+    path("evaluations/<int:pk>/", views_evaluation.evaluation_detail, name="evaluation-detail"),
+]
+# --- end evaluations ---
+
+# --- trace explorer (selection/views.py) ---
+urlpatterns += [
+    path("traces/", trace_views.trace_list, name="trace-list"),
+    path(
+        "traces/export.<str:fmt>",
+        trace_views.trace_search_export,
+        name="trace-search-export",
+    ),
+    path("traces/diff/", trace_views.trace_diff_view, name="trace-diff"),
+    path("traces/<int:pk>/", trace_views.trace_detail, name="trace-detail"),
+    path("traces/<int:pk>/verify/", trace_views.trace_verify, name="trace-verify"),
+    path(
+        "traces/<int:pk>/counterfactual/<str:unit_uid>/",
+        trace_views.trace_counterfactual,
+        name="trace-counterfactual",
+    ),
+    path("traces/<int:pk>/now/", trace_views.trace_now, name="trace-now"),
+    path("traces/<int:pk>/export.<str:fmt>", trace_views.trace_export, name="trace-export"),
+]
+# --- end trace explorer ---

@@ -1,0 +1,224 @@
+"""The trace page's candidate table: one row per candidate, filtered and sorted server-side.
+
+Plain Python over engine records (no ORM): views hand in the trace, the ledger labels and the
+E-codes the selectors computed; the same rows feed the page, the htmx partial and the CSV export.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from selection.engine.explain import SIGNAL_NAMES
+from selection.engine.types import CandidateRecord, ContextTrace
+
+SIGNAL_SHORT = {
+    "query_relevance": "query",
+    "goal_relevance": "goal",
+    "project_relevance": "project",
+    "temporal_validity": "temporal",
+    "evidence_strength": "evidence",
+    "open_loop_relevance": "open loop",
+    "adjacency": "adjacency",
+    "recency": "recency",
+    "redundancy": "redundancy",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    title: str = ""
+    numeric: bool = False
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("pos", "#", "position in the candidate pool", True),
+    Column("unit", "unit"),
+    Column("label", "label", "ledger label of the trace's task"),
+    Column("ecode", "E", "failure attribution (E0–E6)"),
+    Column("cls", "class"),
+    Column("project", "project"),
+    Column("sources", "sources", "retrieval lists that surfaced it, or what pulled it"),
+    Column("bm25_rank", "bm25", "rank in the query's BM25 list", True),
+    Column("dense_rank", "dense", "rank in the query's dense list", True),
+    Column("obj_bm25_rank", "obj bm25", "rank in the objective's BM25 list", True),
+    Column("obj_dense_rank", "obj dense", "rank in the objective's dense list", True),
+    Column("fused_rank", "fused", "rank after reciprocal rank fusion", True),
+    Column("retrieval_rank", "retr.", "retrieval rank (the class-absent rule reads it)", True),
+    *(Column(n, SIGNAL_SHORT[n], n.replace("_", " "), True) for n in SIGNAL_NAMES),
+    Column("eligibility", "eligibility", "every eligibility rule that ran"),
+    Column("bucket", "bucket", "class-preference tier (0 = most preferred)", True),
+    Column("rank_score", "score", "rank score inside the bucket", True),
+    Column("rank", "rank", "position after ranking", True),
+    Column("tokens", "tokens", "the unit's own estimated tokens", True),
+    Column("stage", "stage", "the stage that disposed of it"),
+    Column("reason", "reason code"),
+    Column("budget", "budget left", "remaining budget when it was decided (spent/remaining)", True),
+    Column("disposition", "disposition"),
+)
+COLUMN_KEYS = frozenset(c.key for c in COLUMNS)
+# columns the template renders with their own markup; the ones between are plain text
+_SPECIAL_HEAD, _SPECIAL_TAIL = 4, 3  # pos, unit, label, ecode ... reason, budget, disposition
+NOT_ADMITTED = "not-admitted"  # a disposition filter value: rejected, budget_omitted or folded
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    record: CandidateRecord
+    label: str  # "" without a ledger
+    ecode: str
+    values: dict  # column key -> sortable value (None sorts last)
+
+    @property
+    def missed_must(self) -> bool:
+        return self.label == "MUST" and self.record.disposition != "admitted"
+
+    @property
+    def cells(self) -> list[str]:
+        """Display strings in COLUMNS order (formatted once here: the page renders 200+ rows)."""
+        return [_display(self.values[c.key]) for c in COLUMNS]
+
+    @property
+    def plain_cells(self) -> list[str]:
+        return [_display(self.values[c.key]) for c in COLUMNS[_SPECIAL_HEAD:-_SPECIAL_TAIL]]
+
+
+def _display(value) -> str:
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _eligibility(record: CandidateRecord) -> str:
+    return " ".join(f"{c.rule}{'✓' if c.passed else '✗'}" for c in record.eligibility) or "—"
+
+
+def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mapping[str, str]) -> list[CandidateRow]:
+    rows = []
+    for pos, c in enumerate(trace.candidates, start=1):
+        r, s = c.retrieval, c.signals
+        label = labels.get(c.unit_id, "DISTRACTOR" if labels else "")
+        values = {
+            "pos": pos,
+            "unit": c.unit_id,
+            "label": label,
+            "ecode": ecodes.get(c.unit_id, ""),
+            "cls": c.evidence_class,
+            "project": c.project,
+            "sources": ", ".join(r.sources),
+            "bm25_rank": r.bm25_rank,
+            "dense_rank": r.dense_rank,
+            "obj_bm25_rank": r.objective_bm25_rank,
+            "obj_dense_rank": r.objective_dense_rank,
+            "fused_rank": r.fused_rank,
+            "retrieval_rank": r.retrieval_rank,
+            **{n: getattr(s, n) for n in SIGNAL_NAMES},
+            "eligibility": _eligibility(c),
+            "bucket": c.bucket,
+            "rank_score": c.rank_score,
+            "rank": c.rank,
+            "tokens": c.unit_tokens,
+            "stage": c.stage,
+            "reason": c.reason_code,
+            "budget": c.budget.remaining,
+            "disposition": c.disposition,
+        }
+        rows.append(CandidateRow(c, label, values["ecode"], values))
+    return rows
+
+
+@dataclass(frozen=True)
+class TableQuery:
+    """Filters (each a set of allowed values; empty = any) and the sort column."""
+
+    disposition: tuple[str, ...] = ()
+    reason: tuple[str, ...] = ()
+    cls: tuple[str, ...] = ()
+    project: tuple[str, ...] = ()
+    label: tuple[str, ...] = ()
+    sort: str = "pos"
+    descending: bool = False
+
+    @classmethod
+    def from_params(cls, params) -> TableQuery:
+        """From a QueryDict-like (getlist) or a plain mapping; unknown sort keys fall back."""
+
+        def many(name: str) -> tuple[str, ...]:
+            values = params.getlist(name) if hasattr(params, "getlist") else params.get(name, [])
+            if isinstance(values, str):
+                values = [values]
+            return tuple(v for v in values if v)
+
+        sort = (params.get("sort") or "pos").strip()
+        descending = sort.startswith("-")
+        sort = sort.lstrip("-")
+        if sort not in COLUMN_KEYS:
+            sort, descending = "pos", False
+        return cls(
+            disposition=many("disposition"),
+            reason=many("reason"),
+            cls=many("class"),
+            project=many("project"),
+            label=many("label"),
+            sort=sort,
+            descending=descending,
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.disposition or self.reason or self.cls or self.project or self.label)
+
+    def sort_param(self, key: str) -> str:
+        """The ?sort= value a column header links to: toggles when it is the current column."""
+        if key == self.sort:
+            return key if self.descending else f"-{key}"
+        return key
+
+    def params(self, **override) -> list[tuple[str, str]]:
+        pairs = [("disposition", v) for v in self.disposition]
+        pairs += [("reason", v) for v in self.reason]
+        pairs += [("class", v) for v in self.cls]
+        pairs += [("project", v) for v in self.project]
+        pairs += [("label", v) for v in self.label]
+        sort = override.get("sort", ("-" if self.descending else "") + self.sort)
+        if sort != "pos":
+            pairs.append(("sort", sort))
+        return pairs
+
+
+def _keep(row: CandidateRow, q: TableQuery) -> bool:
+    d = row.record.disposition
+    if q.disposition and not (d in q.disposition or (NOT_ADMITTED in q.disposition and d != "admitted")):
+        return False
+    if q.reason and row.record.reason_code not in q.reason:
+        return False
+    if q.cls and row.record.evidence_class not in q.cls:
+        return False
+    if q.project and row.record.project not in q.project:
+        return False
+    return not (q.label and row.label not in q.label)
+
+
+def filter_and_sort(rows: Sequence[CandidateRow], q: TableQuery) -> list[CandidateRow]:
+    kept = [r for r in rows if _keep(r, q)]
+    present = [r for r in kept if r.values[q.sort] not in (None, "")]
+    missing = [r for r in kept if r.values[q.sort] in (None, "")]
+    # a stable sort over rows in pool order (reverse=True stays stable): ties keep pool order;
+    # empty values go last in either direction
+    present.sort(key=lambda r: r.values[q.sort], reverse=q.descending)
+    return present + missing
+
+
+def facet_values(rows: Sequence[CandidateRow]) -> dict[str, list[str]]:
+    """The distinct values each filter can take in this trace, sorted."""
+    return {
+        "disposition": sorted({r.record.disposition for r in rows}),
+        "reason": sorted({r.record.reason_code for r in rows}),
+        "class": sorted({r.record.evidence_class for r in rows}),
+        "project": sorted({r.record.project for r in rows}),
+        "label": sorted({r.label for r in rows if r.label}),
+    }

@@ -1,0 +1,343 @@
+"""Reads for the trace explorer: trace history, one trace explained, funnels over many traces.
+
+List reads stay at a fixed number of queries. Ledgers are read only through selection.scoring.
+Re-running the engine (verify, counterfactuals) reads and computes; it never writes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from governance import access
+from selection.engine.attribution import Attribution, attribute
+from selection.engine.counterfactual import (
+    CounterfactualReport,
+    counterfactuals,
+    request_from_trace,
+)
+from selection.engine.explain import (
+    Check,
+    LossFunnel,
+    NearMiss,
+    Outcome,
+    check_rerun,
+    check_stored_bundle,
+    loss_funnel,
+    near_misses,
+    sum_funnels,
+    trace_outcomes,
+)
+from selection.engine.pipeline import select
+from selection.engine.types import SelectionRequest, SelectionResult, Unit
+
+from . import scoring, store
+from .models import MemoryUnit, Trace, TraceCandidate, UnitLink
+from .services import embed_query, trace_result
+
+# --------------------------------------------------------------------------------------------
+# History
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceFilters:
+    project: str = ""
+    frame_version: int | None = None
+    since: date | None = None
+    until: date | None = None
+    task: str = ""  # task id (uid), exact
+    reason: str = ""
+    disposition: str = ""
+    unit: str = ""  # a candidate's unit id, exact
+    source: str = ""
+    condition: str = ""
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def trace_search(*, user, filters: TraceFilters) -> QuerySet[Trace]:
+    """Traces of the projects `user` may read, newest first; candidate filters match one candidate
+    (reason, disposition and unit together), so each trace appears once.
+    """
+    candidate_count = (
+        TraceCandidate.objects.filter(trace=OuterRef("pk"))
+        .order_by()
+        .values("trace")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    traces = (
+        Trace.objects.filter(project__in=access.readable_projects(user))
+        .select_related("project", "task")
+        .defer("header", "bundle")
+        .annotate(candidate_count=Subquery(candidate_count, output_field=IntegerField()))
+        .order_by("-created_at", "-id")
+    )
+    f = filters
+    if f.project:
+        traces = traces.filter(project__slug=f.project)
+    if f.frame_version is not None:
+        traces = traces.filter(frame_version=f.frame_version)
+    if f.since:
+        traces = traces.filter(created_at__gte=_day_start(f.since))
+    if f.until:
+        traces = traces.filter(created_at__lt=_day_start(f.until + timedelta(days=1)))
+    if f.task:
+        traces = traces.filter(task__uid=f.task)
+    if f.source:
+        traces = traces.filter(source=f.source)
+    if f.condition:
+        traces = traces.filter(condition=f.condition)
+    match = Q()
+    if f.reason:
+        match &= Q(reason_code=f.reason)
+    if f.disposition:
+        match &= Q(disposition=f.disposition)
+    if f.unit:
+        match &= Q(unit_uid=f.unit)
+    if match:
+        traces = traces.filter(Exists(TraceCandidate.objects.filter(match, trace=OuterRef("pk"))))
+    return traces
+
+
+def trace_search_choices(*, user) -> dict[str, list]:
+    """Values the history filters offer: readable projects, reason codes and dispositions."""
+    from selection.engine.reason_codes import Disposition, ReasonCode
+
+    return {
+        "projects": list(access.readable_projects(user).order_by("slug").values_list("slug", flat=True)),
+        "reasons": [r.value for r in ReasonCode],
+        "dispositions": [d.value for d in Disposition],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# One trace
+# --------------------------------------------------------------------------------------------
+
+
+def trace_by_id(*, pk: int) -> Trace:
+    return get_object_or_404(Trace.objects.select_related("project", "task"), pk=pk)
+
+
+def readable_trace(*, user, pk: int) -> tuple[Trace, access.Capabilities]:
+    trace = trace_by_id(pk=pk)
+    return trace, access.access_read(user, trace.project)
+
+
+def _task_ledger(trace: Trace) -> dict[str, str]:
+    return scoring.ledger_for_task(trace.task) if trace.task_id else {}
+
+
+def _present(corpus_id: int, uids) -> set[str]:
+    return set(MemoryUnit.objects.filter(corpus_id=corpus_id, uid__in=list(uids)).values_list("uid", flat=True))
+
+
+def units_by_uid(*, corpus_id: int, uids) -> dict[str, Unit]:
+    """Engine Units for a few unit ids (text, title, class and refutations: what rendering needs)."""
+    uids = sorted(set(uids))
+    if not uids:
+        return {}
+    rows = list(
+        MemoryUnit.objects.filter(corpus_id=corpus_id, uid__in=uids).values(
+            "id", "uid", "project__slug", "evidence_class", "text", "title"
+        )
+    )
+    refutes: dict[int, list[str]] = defaultdict(list)
+    for source_id, target in (
+        UnitLink.objects.filter(source_id__in=[r["id"] for r in rows], kind="refutes")
+        .order_by("source_id", "position")
+        .values_list("source_id", "target__uid")
+    ):
+        refutes[source_id].append(target)
+    return {
+        r["uid"]: Unit(
+            id=r["uid"],
+            project=r["project__slug"],
+            evidence_class=r["evidence_class"],
+            text=r["text"],
+            title=r["title"],
+            refutes=tuple(refutes.get(r["id"], ())),
+        )
+        for r in rows
+    }
+
+
+@dataclass
+class TraceExplained:
+    """Everything the trace page shows that is computed rather than stored."""
+
+    trace: Trace
+    result: SelectionResult
+    ledger: dict[str, str]
+    attribution: Attribution | None
+    funnel: LossFunnel | None
+    near_misses: tuple[NearMiss, ...]
+    missing_must: list[tuple[str, str]] = field(default_factory=list)  # (unit, stage) not candidates
+
+    @property
+    def ecodes(self) -> dict[str, str]:
+        if self.attribution is None:
+            return {}
+        return {e.unit_id: e.code for e in self.attribution.units}
+
+
+def trace_explained(trace: Trace) -> TraceExplained:
+    result = trace_result(trace)
+    engine_trace = result.trace
+    ledger = _task_ledger(trace)
+    corpus_id = trace.project.corpus_id
+    attribution = funnel = None
+    missing: list[tuple[str, str]] = []
+    if ledger:
+        must = [u for u, label in ledger.items() if label == "MUST"]
+        present = _present(corpus_id, must)
+        attribution = attribute(engine_trace, ledger, present)
+        funnel = loss_funnel(trace_outcomes(engine_trace.candidates), ledger, present)
+        candidates = {c.unit_id for c in engine_trace.candidates}
+        missing = [(u, stage) for u, stage in funnel.units if u not in candidates]
+    omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == "budget_omitted"]
+    units = units_by_uid(corpus_id=corpus_id, uids=omitted)
+    return TraceExplained(
+        trace=trace,
+        result=result,
+        ledger=ledger,
+        attribution=attribution,
+        funnel=funnel,
+        near_misses=near_misses(engine_trace, result.bundle, units),
+        missing_must=missing,
+    )
+
+
+def stored_request(trace: Trace, result: SelectionResult) -> SelectionRequest:
+    """The request the trace was made from; dense vectors recomputed as run_selection computes them."""
+    engine_trace = result.trace
+    dense = engine_trace.retriever.dense != "none"
+    objective = engine_trace.work_frame.objective
+    return request_from_trace(
+        engine_trace,
+        query_vector=embed_query(engine_trace.query) if dense else None,
+        objective_vector=embed_query(objective) if dense and objective else None,
+        # the oracle reads the ledger; no other condition is handed it
+        ledger=_task_ledger(trace) if engine_trace.condition == "CO" else None,
+    )
+
+
+@dataclass(frozen=True)
+class Verification:
+    stored: list[Check]
+    rerun: list[Check]
+    rerun_error: str = ""
+
+    @property
+    def stored_ok(self) -> bool:
+        return all(c.ok for c in self.stored)
+
+    @property
+    def rerun_ok(self) -> bool:
+        return bool(self.rerun) and all(c.ok for c in self.rerun)
+
+
+def trace_verify(trace: Trace) -> Verification:
+    """Recompute the bundle digest from the stored rendered text, and again by re-running the
+    engine with the stored inputs. Writes nothing.
+    """
+    result = trace_result(trace)
+    stored = check_stored_bundle(result.trace, result.bundle, trace.bundle_digest)
+    try:
+        index = store.corpus_index(trace.project.corpus_id)
+        rerun = select(stored_request(trace, result), index, result.trace.config)
+    except (ValueError, LookupError) as error:
+        return Verification(stored, [], str(error))
+    return Verification(stored, check_rerun(result.trace, trace.bundle_digest, rerun.trace))
+
+
+def trace_counterfactual(trace: Trace, unit_uid: str) -> CounterfactualReport:
+    result = trace_result(trace)
+    index = store.corpus_index(trace.project.corpus_id)
+    return counterfactuals(result.trace, unit_uid, index, stored_request(trace, result))
+
+
+# --------------------------------------------------------------------------------------------
+# Funnels over many traces: an evaluation, a backtest
+# --------------------------------------------------------------------------------------------
+
+
+def trace_funnels(trace_ids) -> dict[int, LossFunnel]:
+    """Trace pk -> its loss funnel against its own task's ledger, in four queries whatever the
+    number of traces. Traces without a task (or whose task has no ledger) count no MUST unit.
+    """
+    rows = list(
+        Trace.objects.filter(pk__in=list(trace_ids), task__isnull=False).values_list(
+            "pk", "task_id", "project__corpus_id"
+        )
+    )
+    ledgers = _ledgers(sorted({task_id for _, task_id, _ in rows}))
+    wanted = sorted({u for ledger in ledgers.values() for u, lab in ledger.items() if lab == "MUST"})
+    present: dict[int, set[str]] = defaultdict(set)
+    for corpus_id, uid in MemoryUnit.objects.filter(
+        corpus_id__in={corpus for _, _, corpus in rows}, uid__in=wanted
+    ).values_list("corpus_id", "uid"):
+        present[corpus_id].add(uid)
+    outcomes: dict[int, dict[str, Outcome]] = defaultdict(dict)
+    for trace_id, uid, disposition, reason, eligible in TraceCandidate.objects.filter(
+        trace_id__in=[pk for pk, _, _ in rows], unit_uid__in=wanted
+    ).values_list("trace_id", "unit_uid", "disposition", "reason_code", "record__eligible"):
+        outcomes[trace_id][uid] = Outcome(disposition, reason, bool(eligible))
+    return {
+        pk: loss_funnel(outcomes.get(pk, {}), ledgers.get(task_id, {}), present[corpus]) for pk, task_id, corpus in rows
+    }
+
+
+def traces_funnel(trace_ids) -> LossFunnel:
+    """The loss funnel summed over traces (an evaluation condition, a backtest side)."""
+    return sum_funnels(trace_funnels(trace_ids).values())
+
+
+def _grouped(groups: dict[str, list[int]]) -> dict[str, LossFunnel]:
+    per_trace = trace_funnels([pk for ids in groups.values() for pk in ids])
+    return {key: sum_funnels(per_trace[pk] for pk in ids if pk in per_trace) for key, ids in groups.items()}
+
+
+def _ledgers(task_ids: list[int]) -> dict[int, dict[str, str]]:
+    batch = getattr(scoring, "ledgers_for_tasks", None)
+    if batch is not None:
+        return batch(task_ids)
+    from .models import Task
+
+    return {t.pk: scoring.ledger_for_task(t) for t in Task.objects.filter(pk__in=task_ids)}
+
+
+def evaluation_funnels(evaluation) -> dict[str, LossFunnel]:
+    """Condition (and variant, when not declared) -> the funnel summed over its runs."""
+    from .models import EvaluationRun
+
+    groups: dict[str, list[int]] = defaultdict(list)
+    for condition, variant, trace_id in (
+        EvaluationRun.objects.filter(evaluation=evaluation)
+        .order_by("condition", "variant", "task_id")
+        .values_list("condition", "variant", "trace_id")
+    ):
+        key = condition if variant == "declared" else f"{condition} ({variant})"
+        groups[key].append(trace_id)
+    return _grouped(groups)
+
+
+def backtest_funnels(backtest) -> dict[str, LossFunnel]:
+    """Side (baseline, candidate) -> the funnel summed over the backtest's task replays."""
+    from backtest.models import TaskReplay
+
+    groups: dict[str, list[int]] = defaultdict(list)
+    for side, trace_id in (
+        TaskReplay.objects.filter(backtest=backtest).order_by("side", "task_id").values_list("side", "trace_id")
+    ):
+        groups[side].append(trace_id)
+    return _grouped({side: groups.get(side, []) for side in ("baseline", "candidate")})

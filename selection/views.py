@@ -1,0 +1,386 @@
+"""Trace explorer pages: history, one trace, verify, counterfactuals, diffs, then-and-now, export.
+
+Views parse, call one selector or service, render. Any role in the trace's project may read every
+page (access_read); the only writing action, then-and-now's replay, needs access_replay.
+"""
+
+from __future__ import annotations
+
+import csv
+from datetime import date
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from governance import access
+from selection.engine.explain import SIGNAL_NAMES, trace_diff
+
+from . import selectors, services
+from .explain import COLUMNS, NOT_ADMITTED, TableQuery, candidate_rows, facet_values, filter_and_sort
+
+TRACE_PAGE_SIZE = 50
+REPLAY_SOURCE = "replay"
+
+
+# --------------------------------------------------------------------------------------------
+# History and search export
+# --------------------------------------------------------------------------------------------
+
+
+def _date(value: str) -> date | None:
+    try:
+        return date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+def _int(value: str) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def _filters(params) -> selectors.TraceFilters:
+    get = lambda name: (params.get(name) or "").strip()  # noqa: E731
+    return selectors.TraceFilters(
+        project=get("project"),
+        frame_version=_int(get("frame_version")),
+        since=_date(get("since")),
+        until=_date(get("until")),
+        task=get("task"),
+        reason=get("reason"),
+        disposition=get("disposition"),
+        unit=get("unit"),
+        source=get("source"),
+        condition=get("condition"),
+    )
+
+
+@login_required
+def trace_list(request):
+    filters = _filters(request.GET)
+    traces = selectors.trace_search(user=request.user, filters=filters)
+    page = Paginator(traces, TRACE_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "selection/trace_list.html",
+        {
+            "page": page,
+            "filters": filters,
+            "choices": selectors.trace_search_choices(user=request.user),
+            "query": query.urlencode(),
+        },
+    )
+
+
+SEARCH_FIELDS = (
+    "id",
+    "created_at",
+    "project",
+    "frame_version",
+    "task",
+    "condition",
+    "source",
+    "query",
+    "budget_tokens",
+    "bundle_tokens",
+    "bundle_digest",
+    "candidates",
+    "admitted",
+    "engine_version",
+    "policy_version",
+)
+
+
+def _summary(trace) -> list:
+    return [
+        trace.pk,
+        trace.created_at.isoformat(),
+        trace.project.slug,
+        trace.frame_version,
+        trace.task.uid if trace.task_id else "",
+        trace.condition,
+        trace.source,
+        trace.query,
+        trace.budget_tokens,
+        trace.bundle_tokens,
+        trace.bundle_digest,
+        trace.candidate_count or 0,
+        " ".join(trace.admitted),
+    ]
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+@login_required
+def trace_search_export(request, fmt: str):
+    traces = selectors.trace_search(user=request.user, filters=_filters(request.GET))
+    rows = (_summary(t) + [t.engine_version, t.policy_version] for t in traces.iterator(chunk_size=500))
+    if fmt == "json":
+        docs = [dict(zip(SEARCH_FIELDS, row, strict=True)) for row in rows]
+        for doc in docs:
+            doc["admitted"] = doc["admitted"].split()
+            doc["url"] = reverse("trace-detail", args=[doc["id"]])
+        response = JsonResponse({"count": len(docs), "traces": docs})
+        response["Content-Disposition"] = 'attachment; filename="traces.json"'
+        return response
+    if fmt != "csv":
+        raise Http404("export as .json or .csv")
+    writer = csv.writer(_Echo())
+    lines = (writer.writerow(r) for r in _prepend(SEARCH_FIELDS, rows))
+    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="traces.csv"'
+    return response
+
+
+def _prepend(head, rows):
+    yield list(head)
+    yield from rows
+
+
+# --------------------------------------------------------------------------------------------
+# One trace
+# --------------------------------------------------------------------------------------------
+
+
+def _table_context(trace, explained, table: TableQuery) -> dict:
+    rows = candidate_rows(explained.result.trace, explained.ledger, explained.ecodes)
+    shown = filter_and_sort(rows, table)
+    return {
+        "trace": trace,
+        "rows": shown,
+        "total": len(rows),
+        "table": table,
+        "facets": facet_values(rows),
+        "not_admitted": NOT_ADMITTED,
+        "columns": [
+            (
+                c,
+                _urlencode(table.params(sort=table.sort_param(c.key))),
+                ("desc" if table.descending else "asc") if c.key == table.sort else "",
+            )
+            for c in COLUMNS
+        ],
+        "has_ledger": bool(explained.ledger),
+        "base_query": _urlencode(table.params()),
+    }, rows
+
+
+def _urlencode(pairs) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode(pairs)
+
+
+@login_required
+def trace_detail(request, pk: int):
+    trace, caps = selectors.readable_trace(user=request.user, pk=pk)
+    explained = selectors.trace_explained(trace)
+    table = TableQuery.from_params(request.GET)
+    context, rows = _table_context(trace, explained, table)
+    if request.htmx and request.htmx.target == "candidates":
+        return render(request, "selection/trace_candidates.html", context)
+    engine_trace = explained.result.trace
+    work = engine_trace.work_frame
+    signals = {s.id: s for s in work.signals}
+    work_fields = [
+        (name, value, [signals.get(i) or i for i in work.cited(name)])
+        for name, value in (
+            ("objective", work.objective),
+            ("work_type", work.work_type or ""),
+            ("constraints", "; ".join(work.constraints)),
+            ("standpoint", work.standpoint.isoformat() if work.standpoint else ""),
+        )
+    ]
+    folded = {op.unit_id: op for op in engine_trace.coalescing if op.op == "fold_echo"}
+    items = [(item, [s for s in item.sources[1:] if s in folded]) for item in explained.result.bundle.items]
+    context.update(
+        caps=caps,
+        explained=explained,
+        engine_trace=engine_trace,
+        bundle=explained.result.bundle,
+        items=items,
+        work_fields=work_fields,
+        work_classes=engine_trace.project_frame.classes_for(work.work_type),
+        chart=_chart_data(rows),
+        near_misses=[(n, explained.ledger.get(n.unit_id, "")) for n in explained.near_misses],
+        stage_counts=_stage_counts(engine_trace),
+        funnel=explained.funnel,
+    )
+    return render(request, "selection/trace_detail.html", context)
+
+
+def _chart_data(rows) -> dict:
+    admitted = [r for r in rows if r.record.disposition in ("admitted", "folded")]
+    rejected = [r for r in rows if r.record.disposition not in ("admitted", "folded")]
+    return {
+        "signals": list(SIGNAL_NAMES),
+        "admitted": {n: [r.values[n] for r in admitted] for n in SIGNAL_NAMES},
+        "rejected": {n: [r.values[n] for r in rejected] for n in SIGNAL_NAMES},
+        "admitted_ids": [r.record.unit_id for r in admitted],
+        "rejected_ids": [r.record.unit_id for r in rejected],
+    }
+
+
+STAGE_ORDER = ("retrieval", "signals", "eligibility", "ranking", "coalescing", "budget", "oracle")
+
+
+def _stage_counts(engine_trace) -> dict:
+    """Candidates disposed at each stage, by disposition, and the engine's own stage summaries."""
+    counts: dict[str, dict[str, int]] = {}
+    for c in engine_trace.candidates:
+        counts.setdefault(c.disposition, {}).setdefault(c.stage, 0)
+        counts[c.disposition][c.stage] += 1
+    stages = [s for s in STAGE_ORDER if any(s in by for by in counts.values())]
+    return {
+        "stages": stages,
+        "series": {d: [by.get(s, 0) for s in stages] for d, by in sorted(counts.items())},
+        "summary": [(s.stage, s.considered, s.kept) for s in engine_trace.stages],
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def trace_verify(request, pk: int):
+    """Recompute the digest (stored text and an engine re-run); writes nothing, so auditors may."""
+    trace, _ = selectors.readable_trace(user=request.user, pk=pk)
+    verification = selectors.trace_verify(trace)
+    return render(request, "selection/trace_verify.html", {"trace": trace, "verification": verification})
+
+
+@login_required
+def trace_counterfactual(request, pk: int, unit_uid: str):
+    trace, _ = selectors.readable_trace(user=request.user, pk=pk)
+    explained = selectors.trace_explained(trace)
+    record = explained.result.trace.candidate(unit_uid)
+    in_ledger = unit_uid in explained.ledger
+    if record is None and not in_ledger:
+        raise Http404(f"{unit_uid} is neither a candidate of trace #{trace.pk} nor in its ledger")
+    report = selectors.trace_counterfactual(trace, unit_uid)
+    return render(
+        request,
+        "selection/trace_counterfactual.html",
+        {
+            "trace": trace,
+            "unit_uid": unit_uid,
+            "record": record,
+            "label": explained.ledger.get(unit_uid, ""),
+            "ecode": explained.ecodes.get(unit_uid, ""),
+            "report": report,
+            "engine_trace": explained.result.trace,
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Diff, then and now
+# --------------------------------------------------------------------------------------------
+
+
+def _diff_context(request, a_pk: int, b_pk: int) -> dict:
+    a, _ = selectors.readable_trace(user=request.user, pk=a_pk)
+    b, _ = selectors.readable_trace(user=request.user, pk=b_pk)
+    ra, rb = services.trace_result(a), services.trace_result(b)
+    return {"a": a, "b": b, "diff": trace_diff(ra.trace, rb.trace)}
+
+
+@login_required
+def trace_diff_view(request):
+    a, b = _int(request.GET.get("a", "")), _int(request.GET.get("b", ""))
+    if a is None or b is None:
+        raise Http404("?a= and ?b= must be trace ids")
+    return render(request, "selection/trace_diff.html", _diff_context(request, a, b))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def trace_now(request, pk: int):
+    trace, caps = selectors.readable_trace(user=request.user, pk=pk)
+    if request.method == "POST":
+        access.access_replay(request.user, trace.project)
+        replay = _replay(trace)
+        return redirect(f"{reverse('trace-now', args=[trace.pk])}?replay={replay.pk}")
+    replay_pk = _int(request.GET.get("replay", ""))
+    context = {"trace": trace, "caps": caps, "current": _current_version(trace)}
+    if replay_pk is not None:
+        context.update(_diff_context(request, trace.pk, replay_pk))
+    return render(request, "selection/trace_now.html", context)
+
+
+def _current_version(trace):
+    from governance.selectors import current_frame_version
+
+    return current_frame_version(project=trace.project)
+
+
+def _replay(trace):
+    """The stored work frame, query, budget, standpoint and condition under today's promoted frame."""
+    result = services.trace_result(trace)
+    engine_trace = result.trace
+    ledger = None
+    if engine_trace.condition == "CO" and trace.task_id:
+        from .scoring import ledger_for_task
+
+        ledger = ledger_for_task(trace.task)
+    selection = services.run_selection(
+        project=trace.project,
+        query=engine_trace.query,
+        work_frame=engine_trace.work_frame,
+        budget_tokens=engine_trace.budget_tokens,
+        condition=engine_trace.condition,
+        standpoint=engine_trace.standpoint,
+        task=trace.task,
+        ledger=ledger,
+        source=REPLAY_SOURCE,
+        use_dense=engine_trace.retriever.dense != "none",
+    )
+    return selection.trace
+
+
+# --------------------------------------------------------------------------------------------
+# Export
+# --------------------------------------------------------------------------------------------
+
+CSV_EXTRA = ("item_id", "eligible", "eligibility_detail", "budget_spent", "pulled_by", "noted_on")
+
+
+@login_required
+def trace_export(request, pk: int, fmt: str):
+    trace, _ = selectors.readable_trace(user=request.user, pk=pk)
+    if fmt == "json":
+        doc = services.trace_result(trace).trace.as_dict()
+        response = JsonResponse(doc, json_dumps_params={"indent": 1})
+        response["Content-Disposition"] = f'attachment; filename="trace-{trace.pk}.json"'
+        return response
+    if fmt != "csv":
+        raise Http404("export as .json or .csv")
+    explained = selectors.trace_explained(trace)
+    rows = candidate_rows(explained.result.trace, explained.ledger, explained.ecodes)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="trace-{trace.pk}.csv"'
+    writer = csv.writer(response)
+    writer.writerow([c.key for c in COLUMNS] + list(CSV_EXTRA))
+    for row in rows:
+        c = row.record
+        writer.writerow(
+            [row.values[col.key] if row.values[col.key] is not None else "" for col in COLUMNS]
+            + [
+                c.item_id or "",
+                c.eligible,
+                "; ".join(f"{e.rule}: {e.detail}" for e in c.eligibility),
+                c.budget.spent,
+                c.retrieval.pulled_by or "",
+                c.noted_on or "",
+            ]
+        )
+    return response
