@@ -193,3 +193,38 @@ def replay_task(
         source=source,
         persist=persist,
     )
+
+
+def trace_replay(*, trace: Trace, actor, source: str = "replay") -> Trace:
+    """Replay a stored trace's work frame, query, budget, standpoint and condition under today's
+    promoted frame; the new trace and its audit entry are written together."""
+    from governance.services import audit_record
+
+    engine_trace = trace_result(trace).trace
+    ledger = None
+    if engine_trace.condition == "CO" and trace.task_id:
+        from .scoring import ledger_for_task
+
+        ledger = ledger_for_task(trace.task)
+    with transaction.atomic():
+        selection = run_selection(
+            project=trace.project,
+            query=engine_trace.query,
+            work_frame=engine_trace.work_frame,
+            budget_tokens=engine_trace.budget_tokens,
+            condition=engine_trace.condition,
+            standpoint=engine_trace.standpoint,
+            task=trace.task,
+            ledger=ledger,
+            source=source,
+            use_dense=engine_trace.retriever.dense != "none",
+        )
+        audit_record(
+            actor=actor,
+            project=trace.project,
+            action="trace.replayed",
+            obj=selection.trace,
+            summary=f"trace {trace.pk} replayed under frame v{selection.trace.frame_version} as trace {selection.trace.pk}",
+            payload={"from_trace": trace.pk, "to_trace": selection.trace.pk},
+        )
+    return selection.trace

@@ -308,7 +308,7 @@ def trace_now(request, pk: int):
     trace, caps = selectors.readable_trace(user=request.user, pk=pk)
     if request.method == "POST":
         access.access_replay(request.user, trace.project)
-        replay = _replay(trace)
+        replay = services.trace_replay(trace=trace, actor=request.user, source=REPLAY_SOURCE)
         return redirect(f"{reverse('trace-now', args=[trace.pk])}?replay={replay.pk}")
     replay_pk = _int(request.GET.get("replay", ""))
     context = {"trace": trace, "caps": caps, "current": _current_version(trace)}
@@ -321,30 +321,6 @@ def _current_version(trace):
     from governance.selectors import current_frame_version
 
     return current_frame_version(project=trace.project)
-
-
-def _replay(trace):
-    """The stored work frame, query, budget, standpoint and condition under today's promoted frame."""
-    result = services.trace_result(trace)
-    engine_trace = result.trace
-    ledger = None
-    if engine_trace.condition == "CO" and trace.task_id:
-        from .scoring import ledger_for_task
-
-        ledger = ledger_for_task(trace.task)
-    selection = services.run_selection(
-        project=trace.project,
-        query=engine_trace.query,
-        work_frame=engine_trace.work_frame,
-        budget_tokens=engine_trace.budget_tokens,
-        condition=engine_trace.condition,
-        standpoint=engine_trace.standpoint,
-        task=trace.task,
-        ledger=ledger,
-        source=REPLAY_SOURCE,
-        use_dense=engine_trace.retriever.dense != "none",
-    )
-    return selection.trace
 
 
 # --------------------------------------------------------------------------------------------

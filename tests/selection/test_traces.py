@@ -557,6 +557,9 @@ def test_then_and_now_refuses_auditors_and_writes_nothing(lab, people, client):
     before = Trace.objects.count()
     assert client.post(reverse("trace-now", args=[trace.pk])).status_code == 403
     assert Trace.objects.count() == before
+    from governance.models import AuditEntry
+
+    assert not AuditEntry.objects.filter(action="trace.replayed").exists()
 
 
 @pytest.mark.parametrize("role", ["lead", "reviewer"])
@@ -578,6 +581,10 @@ def test_then_and_now_replays_under_todays_frame_side_by_side(lab, people, clien
     )
     html = client.get(response["Location"]).content.decode()
     assert 'id="diff-admitted"' in html and '<td class="mark-added-soft">v2</td>' in html
+    from governance.models import AuditEntry
+
+    entry = AuditEntry.objects.get(action="trace.replayed")
+    assert (entry.actor, entry.payload) == (people[role], {"from_trace": trace.pk, "to_trace": replay.pk})
 
 
 def test_roles_outside_the_project_see_nothing(lab, people, client):
