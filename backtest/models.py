@@ -26,7 +26,9 @@ class Backtest(models.Model):
     task_set_digest = models.CharField(max_length=64)
     engine_version = models.CharField(max_length=100)
     gates = models.JSONField(help_text="the gates in force, copied from the baseline frame")
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     status = models.CharField(max_length=10, choices=BacktestStatus.choices, default=BacktestStatus.QUEUED)
     finished_at = models.DateTimeField(null=True, blank=True)

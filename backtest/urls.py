@@ -1,3 +1,8 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from . import views
+
+urlpatterns = [
+    path("backtests/<int:pk>/", views.backtest_detail, name="backtest-detail"),
+    path("backtests/<int:pk>/live/", views.backtest_live, name="backtest-live"),
+]

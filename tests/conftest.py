@@ -6,6 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+# the browser fixtures (browser, browser_login) for tests marked `browser`
+pytest_plugins = ["tests.browser"]
+
 
 @pytest.fixture
 def make_project(db):

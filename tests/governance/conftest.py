@@ -89,14 +89,14 @@ def submit(project, users):
 def make_backtest():
     """A backtest row as the backtest app would leave it, written straight through the models."""
     from backtest.models import Backtest, BacktestDecision
-    from governance.selectors import current_engine_version
+    from governance.selectors import current_engine_version, current_task_set_digest
 
     def make(
         proposal,
         *,
         passed=True,
         status="finished",
-        digest="digest-1",
+        digest=None,
         engine=None,
         decided=True,
         baseline=None,
@@ -106,7 +106,8 @@ def make_backtest():
             baseline_version=baseline or proposal.base_version,
             candidate_version=proposal.frame_version,
             task_ids=[],
-            task_set_digest=digest,
+            # by default the project's task set as it is now, as the backtest app computes it
+            task_set_digest=digest or current_task_set_digest(project=proposal.project) or "digest-1",
             engine_version=engine or current_engine_version() or "test-engine",
             gates={},
             status=status,

@@ -1,0 +1,371 @@
+"""Backtest writes: enqueue, replay one task on one side, finish with a gate decision, or fail.
+
+Each write and its audit row share one transaction.atomic; the Celery chord is sent on commit.
+A replay is idempotent: (backtest, task, side) is unique, a second call writes nothing, and a
+replay that loses a race rolls back its trace with its row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import lru_cache
+
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from governance import access
+from governance.models import FrameVersion, Proposal, ProposalState
+from governance.selectors import current_frame_version
+from governance.services import GovernanceError, audit_record, proposal_sync_state
+from selection import store
+from selection.engine.index import CorpusIndex
+from selection.engine.metrics import score_bundle
+from selection.engine.pipeline import ENGINE_VERSION, select
+from selection.engine.types import ProjectFrame, SelectionRequest, SelectionResult, WorkFrame
+from selection.models import Project, Task
+from selection.scoring import ledgers_for_tasks
+from selection.services import embed_query, trace_write
+
+from . import gates as gate_rules
+from .models import Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+
+logger = logging.getLogger(__name__)
+
+CONDITION = "C6"
+TRACE_SOURCE = "backtest"
+
+
+class BacktestRefused(GovernanceError):
+    """A backtest that cannot start (no promoted version, no task, already promoted)."""
+
+
+class BacktestError(RuntimeError):
+    """A backtest that cannot go on: an unknown task or side, missing replays at the end."""
+
+
+# --- the task set ----------------------------------------------------------------------------
+
+
+def _project_tasks(project: Project) -> list[dict]:
+    return list(
+        Task.objects.filter(project=project)
+        .order_by("position", "id")
+        .values("id", "uid", "query", "budget_tokens", "standpoint", "frame")
+    )
+
+
+def _digest(tasks: list[dict]) -> str:
+    ledgers = ledgers_for_tasks([t["id"] for t in tasks])
+    doc = [
+        {
+            "id": t["uid"],
+            "query": t["query"],
+            "budget_tokens": t["budget_tokens"],
+            "standpoint": t["standpoint"].isoformat() if t["standpoint"] else None,
+            "frame": t["frame"],
+            "ledger": sorted(ledgers[t["id"]].items()),
+        }
+        for t in tasks
+    ]
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def backtest_task_set_digest(*, project: Project) -> str:
+    """sha256 of the project's tasks (ids, queries, budgets, frames) and their ledgers, in order.
+
+    An approval binds to it: when a task or a ledger changes, governance asks for a new backtest.
+    """
+    return _digest(_project_tasks(project))
+
+
+def _gates_of(snapshot: dict) -> dict:
+    gates = dict(snapshot.get("gates") or {})
+    gates.setdefault("primary", gate_rules.DEFAULT_PRIMARY)
+    gates.setdefault("min_improvement", 0.0)
+    gates.setdefault("limits", [])
+    return gates
+
+
+# --- enqueue ---------------------------------------------------------------------------------
+
+
+def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
+    """Start a backtest of `proposal` against the current promoted version; the chord runs on commit.
+
+    `requested_by` None is the system (the CLI, a re-run); a user needs the lead role.
+    """
+    project = proposal.project
+    if requested_by is not None:
+        access.access_propose(requested_by, project)
+    with transaction.atomic():
+        # the baseline cannot move while the backtest row is written
+        Project.objects.select_for_update().get(pk=project.pk)
+        proposal = Proposal.objects.select_related("frame_version", "project").get(pk=proposal.pk)
+        if proposal.state == ProposalState.PROMOTED:
+            raise BacktestRefused(f"proposal #{proposal.pk} is already promoted")
+        baseline = current_frame_version(project=project)
+        if baseline is None:
+            raise BacktestRefused(f"{project.slug} has no promoted frame version to compare with")
+        tasks = _project_tasks(project)
+        if not tasks:
+            raise BacktestRefused(f"{project.slug} has no task to replay")
+        candidate = proposal.frame_version
+        backtest = Backtest.objects.create(
+            proposal=proposal,
+            baseline_version=baseline,
+            candidate_version=candidate,
+            condition=CONDITION,
+            task_ids=[t["id"] for t in tasks],
+            task_set_digest=_digest(tasks),
+            engine_version=ENGINE_VERSION,
+            gates=_gates_of(baseline.snapshot),
+            requested_by=requested_by,
+            status=BacktestStatus.QUEUED,
+        )
+        audit_record(
+            actor=requested_by,
+            project=project,
+            action="backtest.started",
+            obj=backtest,
+            summary=(
+                f"backtest #{backtest.pk} of proposal #{proposal.pk}: v{candidate.number} against "
+                f"v{baseline.number} over {len(tasks)} tasks"
+            ),
+            payload={
+                "proposal": proposal.pk,
+                "baseline_version": baseline.number,
+                "candidate_version": candidate.number,
+                "condition": CONDITION,
+                "tasks": len(tasks),
+                "task_set_digest": backtest.task_set_digest,
+                "engine_version": ENGINE_VERSION,
+                "gates": backtest.gates,
+            },
+        )
+        proposal_sync_state(proposal=proposal)
+        backtest_id = backtest.pk
+        transaction.on_commit(lambda: _launch(backtest_id))
+    return backtest
+
+
+def _launch(backtest_id: int) -> None:
+    from .tasks import launch_chord
+
+    try:
+        launch_chord(backtest_id)
+    except Exception as error:  # the broker is down or refused: say so on the backtest
+        logger.exception("backtest #%s could not be queued", backtest_id)
+        backtest_fail(backtest_id=backtest_id, error=f"could not queue the replays: {error}")
+
+
+# --- one replay ------------------------------------------------------------------------------
+
+# Worker-process caches of immutable rows: a FrameVersion's engine frame, a task's work frame and
+# ledger, a corpus index's unit maps. Rows they hold are never updated (triggers, import-only).
+
+
+@dataclass(frozen=True)
+class _TaskContext:
+    task: Task
+    work_frame: WorkFrame
+    ledger: dict[str, str]
+
+
+@lru_cache(maxsize=8192)
+def _task_context(task_id: int) -> _TaskContext:
+    task = Task.objects.select_related("project", "corpus").get(pk=task_id)
+    return _TaskContext(task, store.work_frame_for_task(task), ledgers_for_tasks([task_id])[task_id])
+
+
+@lru_cache(maxsize=1024)
+def _frame(version_id: int) -> tuple[int, ProjectFrame]:
+    version = FrameVersion.objects.select_related("project").get(pk=version_id)
+    frame = store.frame_from_snapshot(project=version.project, number=version.number, snapshot=version.snapshot)
+    return version.number, frame
+
+
+_unit_maps: OrderedDict[int, tuple[CorpusIndex, dict, dict]] = OrderedDict()
+_unit_maps_lock = threading.Lock()
+
+
+def _maps(corpus_id: int, index: CorpusIndex) -> tuple[dict, dict]:
+    """project_of and echo_of of a corpus index, built once per index (not per replay)."""
+    with _unit_maps_lock:
+        cached = _unit_maps.get(corpus_id)
+        if cached is not None and cached[0] is index:
+            return cached[1], cached[2]
+    project_of = {u.id: u.project for u in index.units}
+    echo_of = {u.id: u.echo_of for u in index.units}
+    with _unit_maps_lock:
+        _unit_maps[corpus_id] = (index, project_of, echo_of)
+        while len(_unit_maps) > 4:
+            _unit_maps.popitem(last=False)
+    return project_of, echo_of
+
+
+def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple[SelectionResult, CorpusIndex]:
+    # selection.services.run_selection, minus its per-call frame lookup: the frame comes cached
+    task = context.task
+    index = store.corpus_index(task.corpus_id)
+    dense = index.dense is not None
+    objective = context.work_frame.objective
+    request = SelectionRequest(
+        project_frame=frame,
+        work_frame=context.work_frame,
+        query=task.query,
+        budget_tokens=task.budget_tokens,
+        condition=condition,
+        standpoint=task.standpoint,
+        query_vector=embed_query(task.query) if dense else None,
+        objective_vector=embed_query(objective) if dense and objective else None,
+    )
+    return select(request, index), index
+
+
+def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
+    """Replay one task under one side's frame version and store its trace and metrics, once."""
+    if side not in ReplaySide.values:
+        raise BacktestError(f'unknown side "{side}": one of {", ".join(ReplaySide.values)}')
+    done = TaskReplay.objects.filter(backtest=OuterRef("pk"), task_id=task_id, side=side)
+    backtest = (
+        Backtest.objects.filter(pk=backtest_id)
+        .only("id", "status", "task_ids", "condition", "baseline_version_id", "candidate_version_id")
+        .annotate(done=Exists(done))
+        .get()
+    )
+    if backtest.done:
+        return TaskReplay.objects.get(backtest_id=backtest_id, task_id=task_id, side=side)
+    if task_id not in backtest.task_ids:
+        raise BacktestError(f"task {task_id} is not in backtest #{backtest_id}")
+    if backtest.status == BacktestStatus.QUEUED:
+        Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
+    version_id = backtest.baseline_version_id if side == ReplaySide.BASELINE else backtest.candidate_version_id
+    number, frame = _frame(version_id)
+    context = _task_context(task_id)
+    result, index = _select(context, frame, backtest.condition)
+    project_of, echo_of = _maps(context.task.corpus_id, index)
+    metrics = score_bundle(result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=frame.scope_set)
+    try:
+        with transaction.atomic():
+            trace = trace_write(
+                result, project=context.task.project, frame_version=number, task=context.task, source=TRACE_SOURCE
+            )
+            return TaskReplay.objects.create(
+                backtest_id=backtest_id, task_id=task_id, side=side, trace=trace, metrics=metrics
+            )
+    except IntegrityError:
+        # a concurrent run of this replay committed first: its row stands, ours rolled back whole
+        existing = TaskReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, side=side).first()
+        if existing is None:
+            raise
+        return existing
+
+
+# --- finish or fail --------------------------------------------------------------------------
+
+
+def _summary(decision: gate_rules.Decision) -> str:
+    verdict = "passed" if decision.passed else "failed"
+    primary = decision.primary
+    head = (
+        f"{verdict}: {primary.metric} {gate_rules.signed(primary.delta)} "
+        f"({gate_rules.fmt(primary.baseline)} → {gate_rules.fmt(primary.candidate)})"
+    )
+    breached = [g.reason for g in decision.gates[1:] if not g.passed]
+    return "; ".join([head, *breached])
+
+
+def backtest_finish(*, backtest_id: int) -> BacktestDecision:
+    """Judge every replay against the gates: the decision, the backtest finished, the audit row.
+
+    Running it again returns the stored decision and writes nothing.
+    """
+    with transaction.atomic():
+        backtest = (
+            Backtest.objects.select_for_update(of=("self",))
+            .select_related("proposal", "proposal__project", "baseline_version", "candidate_version")
+            .get(pk=backtest_id)
+        )
+        if backtest.status == BacktestStatus.FINISHED:
+            return BacktestDecision.objects.get(backtest=backtest)
+        if backtest.status == BacktestStatus.ERROR:
+            raise BacktestError(f"backtest #{backtest_id} ended in error: {backtest.error}")
+        uids = dict(Task.objects.filter(pk__in=backtest.task_ids).values_list("id", "uid"))
+        sides: dict[str, dict[int, dict]] = {ReplaySide.BASELINE: {}, ReplaySide.CANDIDATE: {}}
+        for task_id, side, metrics in TaskReplay.objects.filter(backtest=backtest).values_list(
+            "task_id", "side", "metrics"
+        ):
+            sides[side][task_id] = metrics
+        missing = [f"{uids.get(t, t)} ({side})" for t in backtest.task_ids for side in sides if t not in sides[side]]
+        if missing:
+            raise BacktestError(f"backtest #{backtest_id} lacks {len(missing)} replays: {', '.join(missing[:5])}")
+        order = [(t, uids[t]) for t in backtest.task_ids]
+        decision = gate_rules.decide(
+            backtest.gates,
+            {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
+            {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
+        )
+        per_task = [{"task_id": t, **row.as_dict()} for (t, _uid), row in zip(order, decision.per_task, strict=True)]
+        row = BacktestDecision.objects.create(
+            backtest=backtest,
+            passed=decision.passed,
+            primary_metric=decision.primary_metric,
+            baseline_means=decision.baseline_means,
+            candidate_means=decision.candidate_means,
+            gate_results=[g.as_dict() for g in decision.gates],
+            per_task_deltas=per_task,
+        )
+        backtest.status = BacktestStatus.FINISHED
+        backtest.finished_at = timezone.now()
+        backtest.save(update_fields=["status", "finished_at"])
+        proposal = backtest.proposal
+        audit_record(
+            actor=None,
+            project=proposal.project,
+            action="backtest.finished",
+            obj=backtest,
+            summary=f"backtest #{backtest.pk} of proposal #{proposal.pk} {_summary(decision)}",
+            payload={
+                "proposal": proposal.pk,
+                "passed": decision.passed,
+                "baseline_version": backtest.baseline_version.number,
+                "candidate_version": backtest.candidate_version.number,
+                "gates": row.gate_results,
+            },
+        )
+        proposal_sync_state(proposal=proposal)
+    return row
+
+
+def backtest_fail(*, backtest_id: int, error: str) -> Backtest:
+    """Mark a backtest that cannot finish as errored (its proposal waits for another run)."""
+    with transaction.atomic():
+        backtest = (
+            Backtest.objects.select_for_update(of=("self",))
+            .select_related("proposal", "proposal__project")
+            .get(pk=backtest_id)
+        )
+        if backtest.status in (BacktestStatus.FINISHED, BacktestStatus.ERROR):
+            return backtest
+        backtest.status = BacktestStatus.ERROR
+        backtest.error = error[:2000]
+        backtest.finished_at = timezone.now()
+        backtest.save(update_fields=["status", "error", "finished_at"])
+        proposal = backtest.proposal
+        audit_record(
+            actor=None,
+            project=proposal.project,
+            action="backtest.failed",
+            obj=backtest,
+            summary=f"backtest #{backtest.pk} of proposal #{proposal.pk} failed: {backtest.error}",
+            payload={"proposal": proposal.pk, "error": backtest.error},
+        )
+        proposal_sync_state(proposal=proposal)
+    return backtest

@@ -1,0 +1,77 @@
+"""Backtest pages: the detail page and its live fragment, polled by htmx while replays run.
+
+Views parse, check access_read, call selectors, render; the review form posts to governance's
+proposal-review view, so a verdict goes through the one backtest_review service.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+
+from governance import access
+from governance.forms import ReviewForm
+from governance.selectors import review_blockers
+
+from . import selectors
+
+
+def _url(name: str, *args) -> str | None:
+    # the trace explorer provides these pages; until a name resolves, the page shows no link
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return None
+
+
+def _trace_links(rows):
+    detail = _url("trace-detail", 0) is not None
+    diff = _url("trace-diff")
+    links = []
+    for row in rows:
+        links.append(
+            {
+                "baseline": _url("trace-detail", row.baseline_trace) if detail and row.baseline_trace else None,
+                "candidate": _url("trace-detail", row.candidate_trace) if detail and row.candidate_trace else None,
+                "diff": f"{diff}?a={row.baseline_trace}&b={row.candidate_trace}"
+                if diff and row.baseline_trace and row.candidate_trace
+                else None,
+            }
+        )
+    return list(zip(rows, links, strict=True))
+
+
+def _context(request, pk: int) -> dict:
+    backtest = selectors.backtest_by_id(backtest_id=pk)
+    proposal = backtest.proposal
+    caps = access.access_read(request.user, proposal.project)
+    decision, approval = selectors.backtest_outcome(backtest)
+    metrics = selectors.page_metrics(backtest)
+    progress = selectors.backtest_progress(backtest=backtest)
+    blockers = review_blockers(backtest=backtest) if decision is not None else []
+    return {
+        "backtest": backtest,
+        "proposal": proposal,
+        "project": proposal.project,
+        "caps": caps,
+        "progress": progress,
+        "decision": decision,
+        "approval": approval,
+        "metrics": metrics,
+        "rows": _trace_links(selectors.task_rows(backtest=backtest)),
+        "chart": selectors.decision_chart(decision=decision, metrics=metrics),
+        "review_blockers": blockers,
+        "review_form": ReviewForm(initial={"backtest": backtest.pk}),
+    }
+
+
+@login_required
+def backtest_detail(request, pk: int):
+    return render(request, "backtest/backtest_detail.html", _context(request, pk))
+
+
+@login_required
+def backtest_live(request, pk: int):
+    """The part of the page that changes while the backtest runs (progress, then the decision)."""
+    return render(request, "backtest/_live.html", _context(request, pk))

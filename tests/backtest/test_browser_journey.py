@@ -1,0 +1,94 @@
+"""The governance journey in headless Chromium, with a real Celery worker process finishing the backtest.
+
+A lead proposes through the structured form and watches the backtest finish in place (htmx, no
+reload); a reviewer approves it; the lead promotes; an auditor reads it all in the audit log and
+is refused a write.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from governance.models import Proposal, ProposalState
+from tests.browser import css, wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+JOURNEY_ACTIONS = (
+    "proposal.submitted",
+    "backtest.started",
+    "backtest.finished",
+    "backtest.approved",
+    "proposal.promoted",
+)
+
+
+def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_users, browser, browser_login, live_server):
+    url = live_server.url
+
+    # a lead proposes a wider class pull through the structured editor
+    browser_login("lead", "pw-lead")
+    browser.get(url + reverse("project-detail", args=["sift"]))
+    css(browser, f'a[href="{reverse("proposal-create", args=["sift"])}"]').click()
+    css(browser, "#id_title").send_keys("Widen the class pull to five")
+    css(browser, "#id_rationale").send_keys("Required units never reach the pool with three per class.")
+    class_pull = css(browser, "#id_class_pull")
+    class_pull.clear()
+    class_pull.send_keys("5")
+    css(browser, "form.editor button[type=submit]").click()
+    css(browser, "#backtests a[href*='/backtests/']").click()
+
+    # the page polls its live fragment: progress first, then the decision, with no reload
+    css(browser, "#progress progress")
+    browser.execute_script("window.__sameDocument = true;")
+    css(browser, "#decision", timeout=240)
+    assert browser.execute_script("return window.__sameDocument === true;"), "the page reloaded"
+    assert css(browser, "#backtest-live").get_attribute("data-status") == "finished"
+    gates = browser.find_elements("css selector", "#gates tbody tr")
+    assert len(gates) == 4 and all(row.find_element("css selector", "td.reason").text for row in gates)
+    assert "passed" in css(browser, "#decision h2").text
+    wait_for(browser, lambda d: d.find_elements("css selector", "#delta-chart .main-svg"), message="the chart")
+    assert len(browser.find_elements("css selector", "#task-rows tbody tr")) == 10
+    backtest_url = browser.current_url
+    browser_login.logout()
+
+    # a reviewer approves it from the backtest page
+    browser_login("reviewer", "pw-reviewer")
+    browser.get(backtest_url)
+    css(browser, "#review-form input[value=approve]").click()
+    css(browser, "#review-form textarea").send_keys("Recall up, precision within its allowance.")
+    css(browser, "#review-form button[type=submit]").click()
+    wait_for(browser, lambda d: "approve recorded" in d.page_source, message="the verdict")
+    browser_login.logout()
+
+    # the lead promotes
+    browser_login("lead", "pw-lead")
+    proposal = Proposal.objects.get(title="Widen the class pull to five")
+    browser.get(url + reverse("proposal-detail", args=[proposal.pk]))
+    css(browser, "#promote button[type=submit]").click()
+    wait_for(browser, lambda d: "is now current for sift" in d.page_source, message="the promotion")
+    proposal.refresh_from_db()
+    assert proposal.state == ProposalState.PROMOTED
+    browser_login.logout()
+
+    # an auditor reads every step in the audit log, and may not write
+    browser_login("auditor", "pw-auditor")
+    browser.get(url + reverse("audit-log") + "?project=sift")
+    log = css(browser, "#audit").text
+    for action in JOURNEY_ACTIONS:
+        assert action in log, f"{action} is missing from the audit log"
+    status = browser.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        const token = document.querySelector("input[name=csrfmiddlewaretoken]").value;
+        fetch(arguments[0], {method: "POST", credentials: "same-origin",
+                             headers: {"X-CSRFToken": token,
+                                       "Content-Type": "application/x-www-form-urlencoded"},
+                             body: "backtest=" + arguments[1] + "&verdict=reject&comment=no"})
+          .then(r => done(r.status), () => done(-1));
+        """,
+        reverse("proposal-review", args=[proposal.pk]),
+        proposal.backtests.get().pk,
+    )
+    assert status == 403

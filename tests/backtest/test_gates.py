@@ -1,0 +1,149 @@
+"""backtest.gates without a database: the book's four decisions, each bound, the reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from backtest.gates import GateSpecError, decide, gate_metrics
+
+BOOK_GATES = {
+    "primary": "must_include_recall",
+    "min_improvement": 0.0,
+    "limits": [
+        {"metric": "precision", "max_drop": 0.02},
+        {"metric": "harmful_admission", "max_rise": 0.0},
+        {"metric": "leakage", "max_rise": 0.0},
+    ],
+}
+
+
+def side(recall, precision, harmful=0.0, leakage=0.0):
+    """One task per recall value; every task gets the same precision (so the mean is exact)."""
+    return {
+        f"t{i}": {
+            "must_include_recall": r,
+            "precision": precision,
+            "harmful_admission": harmful,
+            "leakage": leakage,
+            "tokens": 1000.0,
+        }
+        for i, r in enumerate(recall)
+    }
+
+
+# book-ch10 §5, per-task must_include_recall of the baseline and the four proposals
+BASELINE = [0.75, 0.8333, 0.6667, 1.0, 1.0, 1.0, 1.0, 0.6667, 1.0]
+PROSE = [0.75, 0.6667, 0.6667, 0.5, 1.0, 1.0, 1.0, 0.6667, 1.0]
+CONTRACT = [0.75, 0.8333, 1.0, 1.0, 1.0, 1.0, 1.0, 0.6667, 1.0]
+PULL = [1.0, 0.8333, 0.6667, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+COMBINED = [1.0, 0.6667, 0.3333, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("recall", "precision", "passed", "delta"),
+    [
+        (PROSE, 0.352, False, -0.074),
+        (CONTRACT, 0.368, True, 0.037),
+        (PULL, 0.3663, True, 0.065),
+        (COMBINED, 0.3412, False, -0.046),
+    ],
+)
+def test_the_books_four_decisions(recall, precision, passed, delta):
+    decision = decide(BOOK_GATES, side(BASELINE, 0.3666), side(recall, precision))
+    assert decision.passed is passed
+    assert decision.primary.delta == pytest.approx(delta, abs=5e-4)
+    assert [g.gate for g in decision.gates] == ["primary", "max_drop", "max_rise", "max_rise"]
+
+
+def test_combined_is_refused_on_precision_and_recall_with_both_reasons():
+    decision = decide(BOOK_GATES, side(BASELINE, 0.3666), side(COMBINED, 0.3412))
+    failed = {g.metric: g.reason for g in decision.gates if not g.passed}
+    assert failed["precision"] == "precision fell to 0.341 from 0.367, more than the 0.02 drop allowed"
+    assert failed["must_include_recall"].startswith("must_include_recall fell to 0.833 from 0.880")
+    assert set(failed) == {"precision", "must_include_recall"}
+    assert "precision fell" in decision.reason
+
+
+def test_a_small_drop_is_within_the_allowance():
+    decision = decide(BOOK_GATES, side(BASELINE, 0.3666), side(CONTRACT, 0.352))
+    precision = decision.gates[1]
+    assert precision.passed
+    assert precision.reason == "precision fell to 0.352 from 0.367, within the 0.02 drop allowed"
+    assert decision.passed
+
+
+def test_an_improvement_of_exactly_the_minimum_does_not_pass():
+    gates = {"primary": "precision", "min_improvement": 0.1}
+    decision = decide(gates, side([1.0], 0.5), side([1.0], 0.6))
+    assert not decision.passed
+    assert "it must rise by more than 0.1" in decision.primary.reason
+
+
+def test_equal_means_are_not_an_improvement_even_with_float_noise():
+    base = {"a": {"must_include_recall": 0.1}, "b": {"must_include_recall": 0.2}, "c": {"must_include_recall": 0.3}}
+    cand = {"a": {"must_include_recall": 0.3}, "b": {"must_include_recall": 0.1}, "c": {"must_include_recall": 0.2}}
+    decision = decide({}, base, cand)
+    assert not decision.passed
+    assert decision.primary.reason.startswith("must_include_recall held at 0.200")
+
+
+def test_any_harmful_rise_breaches_a_no_rise_gate():
+    decision = decide(BOOK_GATES, side(BASELINE, 0.3666), side(PULL, 0.3666, harmful=0.05))
+    harmful = decision.gates[2]
+    assert not harmful.passed and not decision.passed
+    assert harmful.reason == "harmful_admission rose to 0.050 from 0.000, no rise allowed"
+
+
+def test_max_and_min_bounds_judge_the_candidate_alone():
+    gates = {
+        "limits": [
+            {"metric": "leakage", "max": 0.0},
+            {"metric": "precision", "min": 0.4},
+            {"metric": "tokens", "max": 1500, "min": 10},
+        ]
+    }
+    decision = decide(gates, side([0.5], 0.5), side([0.8], 0.35, leakage=0.1))
+    by = {(g.metric, g.gate): g for g in decision.gates}
+    assert by[("leakage", "max")].reason == "leakage is 0.100, above the maximum of 0"
+    assert by[("precision", "min")].reason == "precision is 0.350, below the minimum of 0.4"
+    assert by[("tokens", "max")].passed and by[("tokens", "min")].passed
+    assert by[("tokens", "max")].reason == "tokens is 1000.0, within the maximum of 1500"
+    assert by[("must_include_recall", "primary")].passed
+    assert not decision.passed
+
+
+def test_per_task_deltas_cover_the_primary_and_each_gate_metric_in_task_order():
+    decision = decide(BOOK_GATES, side(BASELINE, 0.3666), side(PROSE, 0.352))
+    assert decision.metrics == ("must_include_recall", "precision", "harmful_admission", "leakage")
+    assert [row.task for row in decision.per_task] == [f"t{i}" for i in range(9)]
+    t3 = decision.per_task[3]
+    assert t3.delta["must_include_recall"] == pytest.approx(-0.5)
+    assert t3.baseline["precision"] == 0.3666 and t3.candidate["precision"] == 0.352
+    assert "tokens" not in t3.delta  # not a gate metric here
+    assert decision.baseline_means["tokens"] == 1000.0  # every measured metric has a mean
+
+
+def test_gates_default_to_must_include_recall_with_no_limits():
+    assert gate_metrics({}) == ("must_include_recall",)
+    decision = decide({}, side([0.5], 0.3), side([0.75], 0.1))
+    assert decision.passed and len(decision.gates) == 1
+
+
+@pytest.mark.parametrize(
+    ("gates", "message"),
+    [
+        ({"limits": [{"metric": "precision", "max_fall": 0.1}]}, 'unknown limit bound "max_fall"'),
+        ({"limits": [{"metric": "precision"}]}, "names no bound"),
+        ({"primary": "overlap"}, 'gate metric "overlap" was not measured'),
+    ],
+)
+def test_unjudgeable_gates_are_refused(gates, message):
+    with pytest.raises(GateSpecError, match=message):
+        decide(gates, side([0.5], 0.3), side([0.5], 0.3))
+
+
+def test_sides_must_replay_the_same_tasks():
+    with pytest.raises(GateSpecError, match="different tasks: t1"):
+        decide({}, side([0.5, 0.5], 0.3), side([0.5], 0.3))
+    with pytest.raises(GateSpecError, match="nothing to judge"):
+        decide({}, {}, {})

@@ -1,0 +1,107 @@
+"""End to end through a real Celery worker process: enqueue, chord of replays, decision, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from backtest import services
+from backtest.models import BacktestStatus, TaskReplay
+from governance.models import AuditEntry, ProposalState
+
+from .conftest import proposal, wait_finished
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+CONTEXT_LAB_PROPOSALS = (
+    "report-prose-in-design-review",
+    "protocol-in-config-repair",
+    "wider-class-pull",
+    "all-three",
+)
+
+
+def test_the_four_context_lab_proposals_are_judged_by_the_worker(celery_worker_process, sift):
+    backtests = {
+        uid: services.backtest_enqueue(proposal=proposal(uid), requested_by=None) for uid in CONTEXT_LAB_PROPOSALS
+    }
+    for uid, backtest in backtests.items():
+        backtest = wait_finished(backtest.pk)
+        assert backtest.status == BacktestStatus.FINISHED, backtest.error
+        decision = backtest.decision
+        assert [g["metric"] for g in decision.gate_results] == [
+            "must_include_recall", "precision", "harmful_admission", "leakage",
+        ]  # fmt: skip
+        assert all(g["reason"] for g in decision.gate_results)
+        assert decision.passed == all(g["passed"] for g in decision.gate_results)
+        assert TaskReplay.objects.filter(backtest=backtest).count() == 20
+        target = proposal(uid)
+        assert target.state == (ProposalState.PASSED if decision.passed else ProposalState.FAILED)
+    assert AuditEntry.objects.filter(action="backtest.finished").count() == 4
+
+
+def test_a_lead_proposing_gets_a_backtest_the_worker_finishes(celery_worker_process, sift, sift_users):
+    from governance.services import proposal_submit
+
+    submitted = proposal_submit(
+        project=sift, author=sift_users["lead"], title="Pull four per class", patch={"class_pull": 4}
+    )
+    backtest = submitted.backtests.get()
+    assert backtest.requested_by == sift_users["lead"]
+    backtest = wait_finished(backtest.pk)
+    assert backtest.status == BacktestStatus.FINISHED, backtest.error
+    actions = list(AuditEntry.objects.filter(project=sift).order_by("at", "id").values_list("action", flat=True))
+    assert actions[-3:] == ["proposal.submitted", "backtest.started", "backtest.finished"]
+
+
+def test_the_cli_runs_a_backtest_through_the_worker_and_writes_json(celery_worker_process, sift, tmp_path, capsys):
+    out = tmp_path / "decision.json"
+    call_command("backtest", "context-lab", "--proposal", "wider-class-pull", "--json", str(out), "--timeout", "180")
+    printed = capsys.readouterr()
+    doc = json.loads(out.read_text())
+    assert doc["proposal"]["uid"] == "wider-class-pull"
+    assert doc["baseline_version"] == 1 and doc["candidate_version"] == 4
+    assert doc["decision"] in ("passed", "failed")
+    assert doc["primary"]["metric"] == "must_include_recall"
+    assert doc["primary"]["delta"] == pytest.approx(doc["primary"]["candidate"] - doc["primary"]["baseline"])
+    assert len(doc["gates"]) == 4 and len(doc["tasks"]) == 10
+    for gate in doc["gates"]:
+        assert gate["reason"] in printed.out
+    assert doc["decision"].upper() in printed.out
+    assert "20/20" in printed.err  # the progress bar reached the end
+
+
+def test_the_cli_refuses_without_a_worker_on_its_queue(sift, settings):
+    from django.core.management import CommandError
+
+    settings.CELERY_TASK_DEFAULT_QUEUE = "fg-nobody-listens-here"
+    with pytest.raises(CommandError, match="start one with `make worker`"):
+        call_command("backtest", "context-lab", "--proposal", "wider-class-pull")
+    assert not proposal("wider-class-pull").backtests.exists()
+
+
+def test_a_replay_failing_for_good_ends_the_backtest_in_error(celery_worker_process, sift):
+    from backtest.models import Backtest
+    from backtest.tasks import launch_chord
+
+    target = proposal("wider-class-pull")
+    first = services.backtest_enqueue(proposal=target, requested_by=None)
+    wait_finished(first.pk)
+    # the same backtest, but one task id names no task: its replays raise and are not retried
+    broken = Backtest.objects.create(
+        proposal=target,
+        baseline_version=first.baseline_version,
+        candidate_version=first.candidate_version,
+        task_ids=[first.task_ids[0], 2**40],
+        task_set_digest=first.task_set_digest,
+        engine_version=first.engine_version,
+        gates=first.gates,
+    )
+    launch_chord(broken.pk)
+    broken = wait_finished(broken.pk, timeout=60)
+    assert broken.status == BacktestStatus.ERROR
+    assert broken.error == "a task replay failed after its retries"
+    assert AuditEntry.objects.filter(action="backtest.failed", object_id=str(broken.pk)).exists()
+    assert proposal("wider-class-pull").state == ProposalState.PROPOSED
