@@ -13,7 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from backtest.models import Backtest
@@ -120,12 +120,8 @@ def proposal_list(request, slug: str):
     )
 
 
-def _backtest_url(backtest: Backtest) -> str | None:
-    # the backtest app adds its detail page later; until "backtest-detail" resolves, show no link
-    try:
-        return reverse("backtest-detail", args=[backtest.pk])
-    except NoReverseMatch:
-        return None
+def _backtest_url(backtest: Backtest) -> str:
+    return reverse("backtest-detail", args=[backtest.pk])
 
 
 @login_required
