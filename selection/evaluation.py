@@ -16,12 +16,12 @@ from django.db import transaction
 
 from selection.engine.attribution import FailureCode
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
-from selection.engine.metrics import overlap
+from selection.engine.metrics import METRICS, overlap
 from selection.engine.pipeline import ENGINE_VERSION
 
 from . import store
 from .models import Corpus, Evaluation, EvaluationRun, Task
-from .scoring import METRICS, ledger_for_task, score_result
+from .scoring import ledger_for_task, score_result
 from .services import SelectionError, TraceEntry, replay_task, traces_write
 
 ALL_CONDITIONS: tuple[str, ...] = LADDER + ("CO",)

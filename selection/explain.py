@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from selection.engine.explain import SIGNAL_NAMES
-from selection.engine.types import CandidateRecord, ContextTrace
+from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace
 
 SIGNAL_SHORT = {
     "query_relevance": "query",

@@ -15,15 +15,6 @@ from selection.engine.types import ProjectFrame, SelectionResult
 from . import store
 from .models import LedgerEntry, Task
 
-METRICS = (
-    "must_include_recall",
-    "precision",
-    "leakage",
-    "harmful_admission",
-    "redundancy",
-    "tokens",
-)
-
 
 def ledger_for_task(task: Task) -> dict[str, str]:
     """unit id -> label; units not named count as DISTRACTOR."""

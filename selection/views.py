@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from governance import access
-from selection.engine.explain import SIGNAL_NAMES, trace_diff
+from selection.engine.explain import trace_diff
+from selection.engine.types import SIGNAL_NAMES
 
 from . import selectors, services
 from .explain import COLUMNS, NOT_ADMITTED, TableQuery, candidate_rows, facet_values, filter_and_sort

@@ -7,16 +7,9 @@ from collections.abc import Collection
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
+from selection.engine.metrics import METRICS
 from selection.engine.types import Gate, Gates, ProjectFrame
 
-METRICS = (
-    "must_include_recall",
-    "precision",
-    "leakage",
-    "harmful_admission",
-    "redundancy",
-    "tokens",
-)
 FRAME_KEYS = (
     "purpose",
     "objectives",

@@ -11,19 +11,7 @@ from dataclasses import dataclass
 
 from .reason_codes import ReasonCode
 from .render import item_tokens, render_item
-from .types import CandidateRecord, ContextBundle, ContextTrace, Unit
-
-SIGNAL_NAMES = (
-    "query_relevance",
-    "goal_relevance",
-    "project_relevance",
-    "temporal_validity",
-    "evidence_strength",
-    "open_loop_relevance",
-    "adjacency",
-    "recency",
-    "redundancy",
-)
+from .types import SIGNAL_NAMES, CandidateRecord, ContextBundle, ContextTrace, Unit
 
 # --------------------------------------------------------------------------------------------
 # Loss funnel: where the MUST units of a ledger were lost, stage by stage (aligned with E-codes)

@@ -10,6 +10,16 @@ from .types import ContextBundle
 
 MUST, SHOULD, HARMFUL, DISTRACTOR = "MUST", "SHOULD", "HARMFUL", "DISTRACTOR"
 
+# every per-task metric of the corpus format, in its order
+METRICS = (
+    "must_include_recall",
+    "precision",
+    "leakage",
+    "harmful_admission",
+    "redundancy",
+    "tokens",
+)
+
 
 def label(ledger: Mapping[str, str], unit_id: str) -> str:
     return ledger.get(unit_id, DISTRACTOR)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 ESTABLISHMENTS = ("declared", "inferred-confident", "inferred-ambiguous", "unknown")
@@ -247,6 +247,9 @@ class Signals(_Serialisable):
     adjacency: float
     recency: float
     redundancy: float
+
+
+SIGNAL_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Signals))
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,13 @@
-"""The trace explorer in headless Chromium: from a backtest (or the history) to a trace, filter to the
-MUST units it missed, verify, open a counterfactual and a diff, export the trace.
+"""The trace explorer in headless Chromium: from a backtest (or the history) to a trace, filter to
+the MUST units it missed, verify, open a counterfactual and a diff, export the trace.
 
-Skips when Chromium or chromedriver is missing, unless CI is set: then it fails.
+The `browser` fixture is tests/browser.py's: it skips without Chromium, and fails under CI.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,56 +15,7 @@ from django.urls import NoReverseMatch, reverse
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT = 20
-
-
-def _missing() -> str | None:
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not Path(path).exists():
-            return f"{path} is not installed"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed"
-    return None
-
-
-@pytest.fixture
-def browser():
-    reason = _missing()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"browser tests must run in CI: {reason}")
-        pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="fg-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _lab_module():
