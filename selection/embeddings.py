@@ -58,6 +58,8 @@ class Embedder:
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         if not texts:
             return np.zeros((0, getattr(self, "dimension", 0)), dtype=np.float32)
+        if not self.is_bge_m3:
+            return self._encode_direct(list(texts))
         with _lock:
             # callers batch; one inner batch keeps FlagEmbedding's own progress bars quiet
             inner = len(texts) + 1
@@ -66,6 +68,33 @@ class Embedder:
             else:
                 out = self._model.encode(list(texts), batch_size=inner)
         vectors = np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return vectors / norms
+
+
+    def _encode_direct(self, texts: list[str]) -> np.ndarray:
+        """FlagModel's own tokenizer, model and mean pooling, minus its encode()'s per-call set-up
+        and the trial forward pass it runs to size batches (which doubled the work). One text
+        (a query) runs on one thread: on a busy two-core machine the second thread's
+        synchronisation cost several times the forward pass."""
+        import torch
+
+        model = self._model
+        with _lock, torch.inference_mode():
+            threads = torch.get_num_threads()
+            if len(texts) == 1:
+                torch.set_num_threads(1)
+            try:
+                inputs = model.tokenizer(
+                    texts, padding=True, truncation=True, max_length=512, return_tensors="pt"
+                )
+                hidden = model.model(**inputs, return_dict=True).last_hidden_state
+                pooled = model.pooling(hidden, inputs["attention_mask"])
+                vectors = torch.nn.functional.normalize(pooled, dim=-1).float().numpy()
+            finally:
+                torch.set_num_threads(threads)
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return vectors / norms

@@ -9,7 +9,8 @@ from .conditions import (
     effective_condition,
     get_condition,
 )
-from .index import CorpusIndex, DenseSearcher, NumpyExactSearcher, tokenise
+from .index import CorpusIndex, DenseHits, DenseSearcher, NumpyExactSearcher, tokenise
+from .ivf import IvfSearcher
 from .pipeline import ENGINE_VERSION, POLICY_VERSION, select
 from .reason_codes import Disposition, ReasonCode, Stage
 from .types import (
@@ -35,11 +36,13 @@ __all__ = [
     "ContextBundle",
     "ContextTrace",
     "CorpusIndex",
+    "DenseHits",
     "DenseSearcher",
     "Disposition",
     "ENGINE_VERSION",
     "EngineConfig",
     "FailureCode",
+    "IvfSearcher",
     "LADDER",
     "NumpyExactSearcher",
     "POLICY_VERSION",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -17,6 +17,9 @@ import numpy as np
 from .types import Unit
 
 TOKENISER = "lowercase-unicode-words-v1"
+FULL_ROW_MIN_UNITS = 20_000  # below this a scatter is as cheap as a full-length add
+FULL_ROW_MAX_TERMS = 32  # full-length rows kept for at most this many of the commonest terms
+TOP_K_BLOCKED = 65_536  # from this length top_k narrows the field with block maxima first
 _WORD = re.compile(r"\w+")
 
 
@@ -38,6 +41,16 @@ def top_k(scores: np.ndarray, k: int, *, positive_only: bool = False) -> np.ndar
     n = scores.shape[0]
     if k <= 0 or n == 0:
         return np.empty(0, dtype=np.int64)
+    if n >= TOP_K_BLOCKED and k * 64 <= n:
+        # k blocks each hold a maximum >= the smallest of them, so at least k scores reach it and
+        # the k-th best is >= it: everything below can be dropped before the exact selection
+        width = n // k
+        floor = scores[: width * k].reshape(k, width).max(axis=1).min()
+        if positive_only:
+            floor = max(floor, np.nextafter(0, 1, dtype=scores.dtype))
+        field = np.flatnonzero(scores >= floor)
+        if field.size < n // 2:
+            return field[top_k(scores[field], k)]
     if positive_only:
         eligible = np.flatnonzero(scores > 0)
         if eligible.size == 0:
@@ -115,6 +128,26 @@ class BM25Index:
             self.norm = k1 * (1 - b + b * lengths / self.avgdl)
         else:
             self.norm = np.zeros(0)
+        # each posting's contribution, precomputed with the very expression scores() used to
+        # evaluate per query (same float64 operations, so the same bits); a query then only adds
+        k1p1 = k1 + 1
+        self.weights = [
+            (idf[tid] or 0) * (tf * k1p1 / (tf + self.norm[docs]))
+            for tid, (docs, tf) in enumerate(zip(self.postings, self.tfs, strict=True))
+        ]
+        # terms in more than half the units also keep a full-length row: adding it whole is a
+        # contiguous pass instead of a scatter, and adding 0.0 where the term is absent changes no
+        # score (x + 0.0 == x)
+        self.full_rows: dict[int, np.ndarray] = {}
+        if self.size >= FULL_ROW_MIN_UNITS:
+            common = sorted(
+                (tid for tid, freq in enumerate(df) if freq * 2 > self.size),
+                key=lambda tid: (-df[tid], tid),
+            )[:FULL_ROW_MAX_TERMS]
+            for tid in common:
+                row = np.zeros(self.size)
+                row[self.postings[tid]] = self.weights[tid]
+                self.full_rows[tid] = row
 
     def describe(self) -> str:
         return f"bm25okapi(k1={self.k1},b={self.b},epsilon={self.epsilon})"
@@ -124,20 +157,68 @@ class BM25Index:
         nothing.
         """
         score = np.zeros(self.size)
-        k1p1 = self.k1 + 1
         for word in tokens:
             tid = self.vocab.get(word)
             if tid is None:
                 continue
-            docs = self.postings[tid]
-            tf = self.tfs[tid]
-            score[docs] += (self.idf[tid] or 0) * (tf * k1p1 / (tf + self.norm[docs]))
+            row = self.full_rows.get(tid)
+            if row is not None:
+                score += row
+            else:
+                score[self.postings[tid]] += self.weights[tid]
         return score
 
 
+IVF_THRESHOLD = 50_000  # CorpusIndex.build picks IvfSearcher from this many vectors up
+
+
+class DenseHits:
+    """One dense query's top positions (cosine desc, position asc) and any unit's cosine on demand.
+
+    An exact searcher hands over every cosine (`full`); an approximate one hands over the cosines
+    it computed (`known`) and a function that scores any other positions exactly.
+    """
+
+    __slots__ = ("top", "_full", "_known", "_exact")
+
+    def __init__(
+        self,
+        top: np.ndarray,
+        *,
+        full: np.ndarray | None = None,
+        known: dict[int, float] | None = None,
+        exact: Callable[[np.ndarray], np.ndarray] | None = None,
+    ):
+        if full is None and exact is None:
+            raise ValueError("DenseHits needs every cosine or a way to compute one")
+        self.top = top
+        self._full = full
+        self._known = known if known is not None else {}
+        self._exact = exact
+
+    def prefetch(self, positions: Sequence[int]) -> None:
+        """Compute the cosines `score` will be asked for in one product instead of one by one."""
+        if self._full is not None:
+            return
+        missing = [p for p in positions if p not in self._known]
+        if missing:
+            values = self._exact(np.asarray(missing, dtype=np.int64))
+            self._known.update(zip(missing, values.tolist(), strict=True))
+
+    def score(self, pos: int) -> float:
+        if self._full is not None:
+            return float(self._full[pos])
+        value = self._known.get(pos)
+        if value is None:
+            value = float(self._exact(np.asarray([pos], dtype=np.int64))[0])
+            self._known[pos] = value
+        return value
+
+
 class DenseSearcher(Protocol):
-    """Nearest-neighbour search over unit positions. A pgvector/HNSW searcher can implement this
-    later.
+    """Nearest-neighbour search over unit positions (NumpyExactSearcher, IvfSearcher).
+
+    `name` is recorded in every trace's retriever config, so it names the searcher's parameters.
     """
 
     name: str
@@ -152,6 +233,19 @@ class DenseSearcher(Protocol):
         """Positions of the k most similar units, ordered by (similarity desc, position)."""
         ...
 
+    def search(self, vector: np.ndarray, k: int) -> DenseHits:
+        """top() with the cosines; a searcher without it is scanned through scores()."""
+        ...
+
+
+def normalise_rows(vectors: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise ValueError("vectors must be an (N, d) array")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+
 
 class NumpyExactSearcher:
     """Exact cosine: one float32 matrix-vector product over row-normalised vectors."""
@@ -159,14 +253,9 @@ class NumpyExactSearcher:
     name = "numpy-exact-cosine"
 
     def __init__(self, vectors: np.ndarray):
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2:
-            raise ValueError("vectors must be an (N, d) array")
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        self.matrix = np.ascontiguousarray(matrix / norms, dtype=np.float32)
-        self.dimension = int(matrix.shape[1])
-        self.size = int(matrix.shape[0])
+        self.matrix = normalise_rows(vectors)
+        self.dimension = int(self.matrix.shape[1])
+        self.size = int(self.matrix.shape[0])
 
     def scores(self, vector: np.ndarray) -> np.ndarray:
         query = normalise_vector(vector, self.dimension)
@@ -174,6 +263,19 @@ class NumpyExactSearcher:
 
     def top(self, vector: np.ndarray, k: int) -> np.ndarray:
         return top_k(self.scores(vector), k)
+
+    def search(self, vector: np.ndarray, k: int) -> DenseHits:
+        full = self.scores(vector)
+        return DenseHits(top_k(full, k), full=full)
+
+
+def dense_searcher(vectors: np.ndarray, *, threshold: int | None = IVF_THRESHOLD) -> DenseSearcher:
+    """Exact below `threshold` vectors, IvfSearcher from there on (None: always exact)."""
+    if threshold is not None and vectors.shape[0] >= threshold:
+        from .ivf import IvfSearcher
+
+        return IvfSearcher(vectors)
+    return NumpyExactSearcher(vectors)
 
 
 def normalise_vector(vector: Sequence[float] | np.ndarray, dimension: int) -> np.ndarray:
@@ -281,8 +383,13 @@ class CorpusIndex:
         k1: float = 1.5,
         b: float = 0.75,
         epsilon: float = 0.25,
+        dense_threshold: int | None = IVF_THRESHOLD,
     ) -> CorpusIndex:
-        """Index `units`; `vectors` is an optional (N, d) array aligned with `units` as given."""
+        """Index `units`; `vectors` is an optional (N, d) array aligned with `units` as given.
+
+        From `dense_threshold` vectors on, dense search is approximate (IvfSearcher); None keeps
+        it exact at any size. The trace's retriever config names the searcher either way.
+        """
         order = sorted(range(len(units)), key=lambda i: units[i].id)
         ordered = [units[i] for i in order]
         if vectors is not None:
@@ -291,7 +398,10 @@ class CorpusIndex:
             array = np.asarray(vectors)
             if array.ndim != 2 or array.shape[0] != len(units):
                 raise ValueError(f"vectors must be ({len(units)}, d), got {array.shape}")
-            dense = NumpyExactSearcher(array[np.asarray(order, dtype=np.int64)] if order else array)
+            dense = dense_searcher(
+                array[np.asarray(order, dtype=np.int64)] if order else array,
+                threshold=dense_threshold,
+            )
         return cls(ordered, dense=dense, k1=k1, b=b, epsilon=epsilon)
 
     def __len__(self) -> int:

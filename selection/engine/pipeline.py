@@ -19,6 +19,7 @@ from .reason_codes import REASON_DISPOSITION, ReasonCode, Stage
 from .render import render_bundle
 from .retrieval import Pool, QueryHits, build_pool, search
 from .types import (
+    SIGNAL_NAMES,
     BudgetState,
     BundleItem,
     CandidateRecord,
@@ -38,17 +39,6 @@ ENGINE_VERSION = "frame-governance-engine/0.1.0"
 POLICY_VERSION = "staged-frame-conditioned-v1"
 TRACE_SCHEMA = "context-trace/v1"
 
-SIGNAL_NAMES = (
-    "query_relevance",
-    "goal_relevance",
-    "project_relevance",
-    "temporal_validity",
-    "evidence_strength",
-    "open_loop_relevance",
-    "adjacency",
-    "recency",
-    "redundancy",
-)
 
 
 def select(
@@ -300,11 +290,15 @@ def _hit(hits: QueryHits | None, ranks: dict[int, int] | None, pos: int, dense: 
     if dense:
         if hits.dense is None:
             return None, None
-        return float(hits.dense[pos]), ranks.get(pos)
+        return hits.dense.score(pos), ranks.get(pos)
     return float(hits.bm25[pos]), ranks.get(pos)
 
 
 def _records(candidates: Sequence[Working], pool: Pool) -> tuple[CandidateRecord, ...]:
+    positions = [c.pos for c in candidates]
+    for hits in (pool.query, pool.objective):
+        if hits is not None and hits.dense is not None:
+            hits.dense.prefetch(positions)
     maps = (
         pool.query.rank_maps() if pool.query else ({}, {}, {}),
         pool.objective.rank_maps() if pool.objective else ({}, {}, {}),

@@ -99,6 +99,7 @@ def apply_eligibility(
     it.
     """
     in_pool = {c.uid for c in candidates}
+    scope_text = ",".join(sorted(scope))
     eligible: list[Working] = []
     for c in candidates:
         unit = c.unit
@@ -111,7 +112,7 @@ def apply_eligibility(
                     ok,
                     None if ok else ReasonCode.OUT_OF_PROJECT_SCOPE.value,
                     f"project {unit.project} {'in' if ok else 'outside'} scope "
-                    f"{','.join(sorted(scope))}",
+                    f"{scope_text}",
                 )
             )
         if condition.layers:

@@ -13,7 +13,7 @@ from typing import TypeVar
 import numpy as np
 
 from .conditions import Condition
-from .index import CorpusIndex, normalise_vector, tokenise, top_k
+from .index import CorpusIndex, DenseHits, normalise_vector, tokenise, top_k
 from .signals import in_effect
 from .types import EngineConfig
 
@@ -35,7 +35,7 @@ class QueryHits:
 
     bm25: np.ndarray  # BM25Okapi score of every unit
     lexical: np.ndarray  # top lexical_k positions with a positive score
-    dense: np.ndarray | None  # cosine of every unit, None without a vector
+    dense: DenseHits | None  # top positions and any unit's cosine; None without a vector
     dense_top: np.ndarray
     fused: list[tuple[int, float]]  # truncated to the pool size
 
@@ -49,20 +49,29 @@ class QueryHits:
 def search(
     index: CorpusIndex, text: str, vector, config: EngineConfig, dense: np.ndarray | None = None
 ) -> QueryHits:
-    """BM25 and dense hits for one text; `dense` may pass cosines computed elsewhere."""
+    """BM25 and dense hits for one text; `dense` may pass every cosine, computed elsewhere."""
     bm25 = index.bm25.scores(tokenise(text))
     lexical = top_k(bm25, config.lexical_k, positive_only=True)
-    if dense is None and vector is not None and index.dense is not None:
-        dense = np.asarray(index.dense.scores(normalise_vector(vector, index.dense.dimension)))
+    hits: DenseHits | None = None
     if dense is not None:
-        dense_top = top_k(dense, config.dense_k)
+        hits = DenseHits(top_k(dense, config.dense_k), full=dense)
+    elif vector is not None and index.dense is not None:
+        searcher = index.dense
+        query = normalise_vector(vector, searcher.dimension)
+        if hasattr(searcher, "search"):
+            hits = searcher.search(query, config.dense_k)
+        else:
+            full = np.asarray(searcher.scores(query))
+            hits = DenseHits(top_k(full, config.dense_k), full=full)
+    if hits is not None:
+        dense_top = hits.top
         fused = rrf([lexical.tolist(), dense_top.tolist()], config.rrf_k)
     else:
         dense_top = np.empty(0, dtype=np.int64)
         fused = [
             (int(p), 1.0 / (config.rrf_k + r)) for r, p in enumerate(lexical.tolist(), start=1)
         ]
-    return QueryHits(bm25, lexical, dense, dense_top, fused[: config.pool_size])
+    return QueryHits(bm25, lexical, hits, dense_top, fused[: config.pool_size])
 
 
 @dataclass

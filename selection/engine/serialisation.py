@@ -13,11 +13,34 @@ from enum import Enum
 from functools import cache
 from typing import Any, Union
 
+_PLAIN = (str, int, bool, type(None))
+_field_names: dict[type, tuple[str, ...] | None] = {}
+
+
+def _names(cls: type) -> tuple[str, ...] | None:
+    """Field names of a dataclass type (cached: a trace has thousands of records), else None."""
+    try:
+        return _field_names[cls]
+    except KeyError:
+        names = tuple(f.name for f in fields(cls)) if is_dataclass(cls) else None
+        _field_names[cls] = names
+        return names
+
 
 def to_jsonable(value: Any) -> Any:
     """JSON form: dataclass -> dict in field order, tuple -> list, datetime -> ISO 8601."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in fields(value)}
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
+    if cls is float:
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite float {value!r} has no JSON form")
+        return value
+    names = _names(cls)
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
+    if cls is tuple or cls is list:
+        return [to_jsonable(v) for v in value]
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, datetime):

@@ -1,0 +1,32 @@
+"""What a user would otherwise write: rank_bm25's BM25Okapi + exact numpy cosine + RRF, query-only.
+
+It is timed, never used: the benchmark divides our C6 time (which does far more: two queries,
+pulls, signals, policy, coalescing, budget and a full trace) by this one's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rank_bm25 import BM25Okapi
+
+from selection.engine.index import tokenise
+
+
+class ReferenceRetriever:
+    def __init__(self, texts: list[str], vectors: np.ndarray, *, k: int = 60, pool: int = 40):
+        self.bm25 = BM25Okapi([tokenise(t) for t in texts])
+        matrix = np.asarray(vectors, dtype=np.float32)
+        self.matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+        self.k, self.pool = k, pool
+
+    def query(self, text: str, vector) -> list[int]:
+        scores = self.bm25.get_scores(tokenise(text))
+        lexical = [int(i) for i in np.argsort(-scores, kind="stable")[: self.k] if scores[i] > 0]
+        q = np.asarray(vector, dtype=np.float32)
+        cosine = self.matrix @ (q / np.linalg.norm(q))
+        dense = [int(i) for i in np.argsort(-cosine, kind="stable")[: self.k]]
+        fused: dict[int, float] = {}
+        for ranking in (lexical, dense):
+            for rank, pos in enumerate(ranking, start=1):
+                fused[pos] = fused.get(pos, 0.0) + 1.0 / (60 + rank)
+        return sorted(fused, key=lambda p: (-fused[p], p))[: self.pool]

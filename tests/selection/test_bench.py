@@ -1,0 +1,128 @@
+"""The benchmark keeps working: `manage.py bench` at a tiny size, every part, JSON as documented.
+
+Timings are not asserted (this is not a timed test); the shape of the document and sane values
+are. The IVF searcher's exactness and determinism are tested without a database.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from selection import embeddings
+from selection.bench.generator import generate
+from selection.engine.index import CorpusIndex, NumpyExactSearcher
+from selection.engine.ivf import IvfSearcher
+from selection.engine.pipeline import select
+from selection.engine.types import SelectionRequest, WorkFrame
+
+SIZE = 300
+
+
+@pytest.fixture
+def fake_embeddings(monkeypatch):
+    """Deterministic 384-d vectors instead of the model: the import part times the pipeline."""
+
+    def embed(texts, batch_size=64, progress=None):
+        rows = []
+        for text in texts:
+            seed = int.from_bytes(text.encode()[:8].ljust(8, b"\0"), "little")
+            rows.append(np.random.default_rng(seed).standard_normal(384).astype(np.float32))
+        if progress is not None:
+            progress(len(texts))
+        return np.vstack(rows) if rows else np.zeros((0, 384), dtype=np.float32)
+
+    class Named:
+        name = "fake"
+
+    monkeypatch.setattr(embeddings, "embed_texts", embed)
+    monkeypatch.setattr(embeddings, "get_embedder", lambda: Named())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bench_command_writes_every_figure(tmp_path, fake_embeddings, capsys):
+    path = tmp_path / "bench.json"
+    call_command(
+        "bench", sizes=str(SIZE), json_path=str(path), samples=12, reference_queries=3,
+        e2e_runs=3, tasks=8, import_units=SIZE,
+    )
+    doc = json.loads(path.read_text())
+    entry = doc["sizes"][str(SIZE)]
+    for condition in ("C0", "C4", "C6"):
+        timing = entry["selection"][condition]
+        assert 0 < timing["p50_ms"] <= timing["p95_ms"]
+        for part in ("retrieval", "policy", "trace_build"):
+            assert timing[part]["p50_ms"] >= 0
+        assert timing["candidates_mean"] > 0
+    assert 0 < entry["reference"]["p50_ms"] <= entry["reference"]["p95_ms"]
+    assert entry["ratio_vs_reference"] == pytest.approx(
+        entry["selection"]["C6"]["p50_ms"] / entry["reference"]["p50_ms"], rel=1e-3
+    )
+    assert set(entry["backtest_replays_per_s"]) == {"1", "2"}
+    assert all(rate > 0 for rate in entry["backtest_replays_per_s"].values())
+    # every (task, side) of the first project was replayed, by one and by two workers
+    assert entry["backtest"]["1"]["replays"] == entry["backtest"]["2"]["replays"] > 0
+    e2e = entry["end_to_end"]
+    assert e2e["p50_ms"] > 0 and e2e["trace_write"]["p50_ms"] > 0 and e2e["embed"]["n"] == 3
+    assert entry["import"]["units"] == SIZE and entry["import"]["units_per_s"] > 0
+    assert entry["peak_rss_mb"] > 0
+    assert {check["target"] for check in doc["targets"]} >= {"import units/s with embeddings (300 units)"}
+    out = capsys.readouterr().out
+    assert "ours/reference" in out and "backtest, 2 worker(s)" in out
+
+    # a second run reuses the stored corpus instead of writing it again
+    call_command("bench", sizes=str(SIZE), json_path=str(path), samples=4, reference_queries=1,
+                 e2e_runs=1, tasks=8, import_units=0, workers="1")
+    again = json.loads(path.read_text())["sizes"][str(SIZE)]
+    assert again["database_corpus"]["reused"] is True
+    assert "import" not in again
+
+
+def test_generator_is_deterministic():
+    a, b = generate(400, seed=3, tasks=4), generate(400, seed=3, tasks=4)
+    assert a.units == b.units and np.array_equal(a.vectors, b.vectors) and a.tasks == b.tasks
+    c = generate(400, seed=4, tasks=4)
+    assert [u.text for u in c.units] != [u.text for u in a.units]
+    ids = [u.id for u in a.units]
+    assert ids == sorted(ids)
+    known = set(ids)
+    for unit in a.units:  # links always point at earlier units that exist: no cycles
+        for target in (*unit.supersedes, *unit.supports, *unit.refutes, unit.echo_of or ""):
+            assert not target or (target in known and target < unit.id)
+    assert any(u.supersedes for u in a.units) and any(u.echo_of for u in a.units)
+    assert any(u.open_loop for u in a.units)
+
+
+def test_ivf_probing_every_list_is_exact_and_deterministic():
+    bench = generate(600, seed=5, tasks=6)
+    exact = NumpyExactSearcher(bench.vectors)
+    ivf = IvfSearcher(bench.vectors, nlist=12, nprobe=12)
+    again = IvfSearcher(bench.vectors, nlist=12, nprobe=12)
+    assert np.array_equal(ivf.centroids, again.centroids)
+    for task in bench.tasks:
+        query = np.asarray(task.query_vector, dtype=np.float32)
+        assert np.array_equal(ivf.top(query, 40), exact.top(query, 40))
+        assert np.array_equal(ivf.top(query, 40), again.top(query, 40))
+        hits = ivf.search(query, 40)
+        for pos in (0, 17, 599):  # any unit's cosine, probed or not, is the exact one
+            assert hits.score(pos) == pytest.approx(float(exact.scores(query)[pos]), abs=1e-6)
+
+
+def test_ivf_is_chosen_above_the_threshold_and_named_in_the_trace():
+    bench = generate(400, seed=6, tasks=3)
+    small = CorpusIndex.build(bench.units, bench.vectors)
+    large = CorpusIndex.build(bench.units, bench.vectors, dense_threshold=200)
+    assert isinstance(small.dense, NumpyExactSearcher) and isinstance(large.dense, IvfSearcher)
+    task = bench.tasks[0]
+    request = SelectionRequest(
+        project_frame=bench.frames[task.project],
+        work_frame=WorkFrame(objective=task.objective, work_type=task.work_type),
+        query=task.query, budget_tokens=task.budget_tokens, condition="C6",
+        query_vector=task.query_vector, objective_vector=task.objective_vector,
+    )
+    first, second = select(request, large), select(request, large)
+    assert first.trace.retriever.dense.startswith("numpy-ivf(nlist=")
+    assert first.trace == second.trace and first.bundle.digest == second.bundle.digest
