@@ -110,14 +110,14 @@ def embed_texts(
     batch_size: int = 64,
     progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """Embed texts in batches; progress(n) is called after each batch with its size."""
+    """Embed texts in batches of similar length (less padding to compute), returned in the given
+    order; progress(n) is called after each batch with its size."""
     embedder = get_embedder()
-    parts = []
-    for start in range(0, len(texts), batch_size):
-        batch = texts[start : start + batch_size]
-        parts.append(embedder.encode(batch, batch_size=batch_size))
+    vectors = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
+    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        vectors[rows] = embedder.encode([texts[i] for i in rows], batch_size=batch_size)
         if progress is not None:
-            progress(len(batch))
-    if not parts:
-        return np.zeros((0, embedder.dimension), dtype=np.float32)
-    return np.vstack(parts)
+            progress(len(rows))
+    return vectors

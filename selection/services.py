@@ -6,9 +6,10 @@ Import and export of corpora live in selection/importing.py.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 
 from django.db import connection, transaction
 
@@ -23,12 +24,38 @@ class SelectionError(ValueError):
     """A selection request that cannot run (unknown project, no promoted frame, bad condition)."""
 
 
-@lru_cache(maxsize=4096)
-def embed_query(text: str) -> tuple[float, ...]:
-    """The dense vector of a query or objective; repeated texts (replays) are embedded once."""
+_QUERY_VECTORS: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+_QUERY_CACHE_SIZE = 4096
+_query_lock = threading.Lock()
+
+
+def embed_queries(texts: list[str]) -> list[tuple[float, ...]]:
+    """Dense vectors of queries and objectives; texts not seen before are embedded together in
+    one forward pass, and repeated texts (replays, evaluations) are embedded once per process."""
     from .embeddings import embed_texts
 
-    return tuple(float(x) for x in embed_texts([text])[0])
+    with _query_lock:
+        missing = [t for t in dict.fromkeys(texts) if t not in _QUERY_VECTORS]
+    if missing:
+        vectors = embed_texts(missing)
+        with _query_lock:
+            for text, vector in zip(missing, vectors, strict=True):
+                _QUERY_VECTORS[text] = tuple(float(x) for x in vector)
+            while len(_QUERY_VECTORS) > _QUERY_CACHE_SIZE:
+                _QUERY_VECTORS.popitem(last=False)
+    with _query_lock:
+        found = [_QUERY_VECTORS.get(t) for t in texts]
+    # a text evicted between the two locks (a very busy cache) is embedded again, alone
+    return [v if v is not None else embed_queries([t])[0] for t, v in zip(texts, found, strict=True)]
+
+
+def embed_query(text: str) -> tuple[float, ...]:
+    return embed_queries([text])[0]
+
+
+def embed_cache_clear() -> None:
+    with _query_lock:
+        _QUERY_VECTORS.clear()
 
 
 @dataclass(frozen=True)
@@ -66,7 +93,12 @@ def run_selection(
     """Select context for one request through the engine and (by default) write its trace."""
     number, project_frame = frame_for(project, frame_version)
     index = store.corpus_index(project.corpus_id)
-    dense = use_dense and index.dense is not None
+    query_vector = objective_vector = None
+    if use_dense and index.dense is not None:
+        if work_frame.objective:
+            query_vector, objective_vector = embed_queries([query, work_frame.objective])
+        else:
+            query_vector = embed_query(query)
     request = SelectionRequest(
         project_frame=project_frame,
         work_frame=work_frame,
@@ -74,8 +106,8 @@ def run_selection(
         budget_tokens=budget_tokens,
         condition=condition,
         standpoint=standpoint,
-        query_vector=embed_query(query) if dense else None,
-        objective_vector=embed_query(work_frame.objective) if dense and work_frame.objective else None,
+        query_vector=query_vector,
+        objective_vector=objective_vector,
         ledger=ledger,
     )
     try:

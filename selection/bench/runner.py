@@ -222,16 +222,16 @@ def time_service(stored, bench: SyntheticCorpus, runs: int) -> dict:
 
         return wrapped
 
-    originals = (services.embed_query, services.select, services.trace_write)
-    services.embed_query = timing("embed", services.embed_query)
+    originals = (services.embed_queries, services.select, services.trace_write)
+    services.embed_queries = timing("embed", services.embed_queries)
     services.select = timing("select", services.select)
     services.trace_write = timing("trace_write", services.trace_write)
     totals: dict[str, list[float]] = {"total": [], "embed": [], "select": [], "trace_write": []}
     try:
-        originals[0]("warm the model")
+        originals[0](["warm the model"])
         for i in range(runs + 3):
             task = tasks[i % len(tasks)]
-            originals[0].cache_clear()
+            services.embed_cache_clear()
             parts.clear()
             work = store.work_frame_for_task(task)
             begun = time.perf_counter()
@@ -247,7 +247,7 @@ def time_service(stored, bench: SyntheticCorpus, runs: int) -> dict:
             for name in ("embed", "select", "trace_write"):
                 totals[name].append(parts.get(name, 0.0) * 1e3)
     finally:
-        services.embed_query, services.select, services.trace_write = originals
+        services.embed_queries, services.select, services.trace_write = originals
     out = summary(totals["total"])
     out.update({name: summary(values) for name, values in totals.items() if name != "total"})
     out["index_load_s"] = round(load_s, 2)

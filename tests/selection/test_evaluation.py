@@ -16,6 +16,7 @@ from django.urls import NoReverseMatch, reverse
 
 from selection import store
 from selection.engine.conditions import LADDER, UnknownCondition
+from selection.engine.metrics import METRICS
 from selection.evaluation import (
     ALL_CONDITIONS,
     ECODES,
@@ -28,7 +29,6 @@ from selection.evaluation import (
     parse_conditions,
 )
 from selection.models import Corpus, Evaluation, EvaluationRun, Task, Trace
-from selection.scoring import METRICS
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "context-lab"
 
