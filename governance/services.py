@@ -81,18 +81,6 @@ def audit_record(
 # --- proposals -----------------------------------------------------------------------------------
 
 
-def _backtest_enqueue_hook():
-    """backtest.services.backtest_enqueue when the backtest app provides it, else None."""
-    try:
-        from backtest.services import backtest_enqueue  # type: ignore[attr-defined]
-    except ImportError as error:
-        # only "not written yet" is tolerated; an import error inside that module is a bug
-        if error.name not in ("backtest.services", "backtest"):
-            raise
-        return None
-    return backtest_enqueue
-
-
 def proposal_submit(
     *,
     project: Project,
@@ -107,7 +95,7 @@ def proposal_submit(
 
     Raises AccessDenied without the lead role, ProposalInvalid (issues naming each field) when the
     patch or the frame it produces is malformed. A class no unit in scope carries is a warning kept
-    on the proposal. After commit, the backtest app's `backtest_enqueue` runs, if it exists.
+    on the proposal. After commit, `backtest.services.backtest_enqueue` starts its backtest.
     `expected_base`: the version the author edited; refused if another was promoted since.
     """
     access.access_propose(author, project)
@@ -182,12 +170,11 @@ def proposal_submit(
                 "warnings": warnings,
             },
         )
-        enqueue = _backtest_enqueue_hook()
-        if enqueue is not None:
-            # robust: the proposal is committed whatever the queue does; a failed enqueue is logged
-            transaction.on_commit(
-                lambda: enqueue(proposal=proposal, requested_by=author), robust=True
-            )
+        # imported here: backtest.services builds on this module
+        from backtest.services import backtest_enqueue
+
+        # robust: the proposal is committed whatever the queue does; a failed enqueue is logged
+        transaction.on_commit(lambda: backtest_enqueue(proposal=proposal, requested_by=author), robust=True)
     return proposal
 
 

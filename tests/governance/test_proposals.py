@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 
 from governance import services
@@ -120,28 +117,3 @@ def test_a_stale_base_is_refused(project, submit, counts):
     with pytest.raises(services.ProposalInvalid, match="was promoted since"):
         submit(expected_base=stale)
     assert counts() == before
-
-
-def test_backtest_enqueue_runs_after_commit_when_it_exists(
-    submit, users, monkeypatch, django_capture_on_commit_callbacks
-):
-    calls = []
-    module = types.ModuleType("backtest.services")
-    module.backtest_enqueue = lambda **kwargs: calls.append(kwargs)
-    monkeypatch.setitem(sys.modules, "backtest.services", module)
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        proposal = submit()
-    assert calls == []  # nothing runs before the commit
-    for callback in callbacks:
-        callback()
-    assert calls == [{"proposal": proposal, "requested_by": users["lead"]}]
-
-
-@pytest.mark.parametrize("stub", [None, types.ModuleType("backtest.services")])
-def test_no_backtest_enqueue_means_no_hook(
-    submit, monkeypatch, django_capture_on_commit_callbacks, stub
-):
-    monkeypatch.setitem(sys.modules, "backtest.services", stub)
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        submit()
-    assert callbacks == []

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from selection import embeddings
 from selection.bench.generator import generate
 from selection.engine.index import CorpusIndex, NumpyExactSearcher
 from selection.engine.ivf import IvfSearcher
@@ -22,28 +21,9 @@ from selection.engine.types import SelectionRequest, WorkFrame
 SIZE = 300
 
 
-@pytest.fixture
-def fake_embeddings(monkeypatch):
-    """Deterministic 384-d vectors instead of the model: the import part times the pipeline."""
-
-    def embed(texts, batch_size=64, progress=None):
-        rows = []
-        for text in texts:
-            seed = int.from_bytes(text.encode()[:8].ljust(8, b"\0"), "little")
-            rows.append(np.random.default_rng(seed).standard_normal(384).astype(np.float32))
-        if progress is not None:
-            progress(len(texts))
-        return np.vstack(rows) if rows else np.zeros((0, 384), dtype=np.float32)
-
-    class Named:
-        name = "fake"
-
-    monkeypatch.setattr(embeddings, "embed_texts", embed)
-    monkeypatch.setattr(embeddings, "get_embedder", lambda: Named())
-
-
 @pytest.mark.django_db(transaction=True)
-def test_bench_command_writes_every_figure(tmp_path, fake_embeddings, capsys):
+def test_bench_command_writes_every_figure(tmp_path, capsys):
+    # the packaged model embeds every unit of the import part and both queries end to end
     path = tmp_path / "bench.json"
     call_command(
         "bench", sizes=str(SIZE), json_path=str(path), samples=12, reference_queries=3,
