@@ -76,6 +76,16 @@ class CounterfactualReport:
         return tuple(o for o in self.options if o.found)
 
 
+def _inapplicable(kind: str, title: str, *, note: str) -> Counterfactual:
+    """A change that cannot apply to this trace (no class preference, already first, ...)."""
+    return Counterfactual(kind, title, False, False, None, "", None, None, note=note)
+
+
+def _not_found(kind: str, title: str, setting: str, outcome: Probe | None, runs: int, *, note: str) -> Counterfactual:
+    """A change searched to its bound without admitting the unit."""
+    return Counterfactual(kind, title, True, False, None, setting, outcome, None, runs=runs, note=note)
+
+
 class _Runner:
     def __init__(self, request: SelectionRequest, index: CorpusIndex, trace: ContextTrace, unit_id):
         self.request, self.index, self.config, self.unit_id = request, index, trace.config, unit_id
@@ -131,16 +141,12 @@ def _budget(runner: _Runner, factor: float) -> Counterfactual:
     high, high_result = at(top)
     title = "A larger budget"
     if not runner.admitted(high):
-        return Counterfactual(
+        return _not_found(
             "budget",
             title,
-            True,
-            False,
-            None,
             f"up to {budget + top} tokens (+{top})",
             high,
-            None,
-            runs=runner.runs,
+            runner.runs,
             note=f"still {high.disposition or 'not a candidate'} at +{top} tokens "
             f"({high.reason_code or 'never surfaced'})",
         )
@@ -195,15 +201,9 @@ def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Co
     frame = trace.project_frame
     title = f"Class {evidence_class} moved up"
     if which == "none":
-        return Counterfactual(
+        return _inapplicable(
             "class_rank",
             title,
-            False,
-            False,
-            None,
-            "",
-            None,
-            None,
             note=f"{trace.effective_condition} ranks without a class preference",
         )
     current = list(frame.default_classes if which == "default" else frame.classes_for(work_type))
@@ -224,29 +224,19 @@ def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Co
 
     steps = range(1, start + (0 if listed else 1) + 1)
     if not steps:
-        return Counterfactual(
+        return _inapplicable(
             "class_rank",
             title,
-            False,
-            False,
-            None,
-            "",
-            None,
-            None,
             note=f"{evidence_class} already heads {where}",
         )
     value, probe, result, previous = _search_linear(runner, steps, make, replace(runner.probe(0, runner.base), value=0))
     if value is None:
-        return Counterfactual(
+        return _not_found(
             "class_rank",
             title,
-            True,
-            False,
-            None,
             f"up to {len(steps)} places in {where}",
             probe,
-            None,
-            runs=runner.runs,
+            runner.runs,
             note=f"not admitted even at the head of {where}",
         )
     gained, lost = runner.effects(result)
@@ -272,28 +262,16 @@ def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterf
     frame = trace.project_frame
     title = "A larger class pull"
     if not condition.class_pull:
-        return Counterfactual(
+        return _inapplicable(
             "class_pull",
             title,
-            False,
-            False,
-            None,
-            "",
-            None,
-            None,
             note=f"{trace.effective_condition} pulls no classes",
         )
     values = range(frame.class_pull + 1, max_pull + 1)
     if not values:
-        return Counterfactual(
+        return _inapplicable(
             "class_pull",
             title,
-            False,
-            False,
-            None,
-            "",
-            None,
-            None,
             note=f"class pull {frame.class_pull} is already at the bound {max_pull}",
         )
 
@@ -304,16 +282,12 @@ def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterf
         runner, values, make, replace(runner.probe(0, runner.base), value=frame.class_pull)
     )
     if value is None:
-        return Counterfactual(
+        return _not_found(
             "class_pull",
             title,
-            True,
-            False,
-            None,
             f"pull up to {max_pull}",
             probe,
-            None,
-            runs=runner.runs,
+            runner.runs,
             note=f"not admitted with a class pull of {max_pull}",
         )
     gained, lost = runner.effects(result)
