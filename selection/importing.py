@@ -357,19 +357,7 @@ def _links(unit: Unit) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _task_frame_json(frame: TaskFrameSpec | None) -> dict[str, Any]:
-    if frame is None:
-        return {}
-    stored: dict[str, Any] = {}
-    if frame.objective:
-        stored["objective"] = frame.objective
-    if frame.work_type is not None:
-        stored["work_type"] = frame.work_type
-    if frame.constraints:
-        stored["constraints"] = list(frame.constraints)
-    if frame.cites or frame.cites_extras:
-        stored["cites"] = {name: list(ids) for name, ids in frame.cites} | frame.cites_extras
-    stored.update(frame.extras)
-    return stored
+    return {} if frame is None else frame.document()
 
 
 def _write_task(

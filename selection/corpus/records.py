@@ -56,6 +56,20 @@ class TaskFrameSpec:
     cites_extras: dict[str, Any] = field(default_factory=dict)
 
 
+    def document(self) -> dict[str, Any]:
+        """The frame as tasks.yaml writes it (and Task.frame stores it): empty fields left out."""
+        written: dict[str, Any] = {}
+        if self.objective:
+            written["objective"] = self.objective
+        if self.work_type is not None:
+            written["work_type"] = self.work_type
+        if self.constraints:
+            written["constraints"] = list(self.constraints)
+        if self.cites or self.cites_extras:
+            written["cites"] = {name: list(ids) for name, ids in self.cites} | self.cites_extras
+        written.update(self.extras)
+        return written
+
 @dataclass(frozen=True)
 class TaskSpec:
     id: str

@@ -137,18 +137,7 @@ def task_object(task: TaskSpec) -> dict[str, Any]:
             for signal in task.signals
         ]
     if task.frame is not None:
-        frame = task.frame
-        written: dict[str, Any] = {}
-        if frame.objective:
-            written["objective"] = frame.objective
-        if frame.work_type is not None:
-            written["work_type"] = frame.work_type
-        if frame.constraints:
-            written["constraints"] = list(frame.constraints)
-        if frame.cites or frame.cites_extras:
-            written["cites"] = {name: list(ids) for name, ids in frame.cites} | frame.cites_extras
-        written.update(frame.extras)
-        obj["frame"] = written
+        obj["frame"] = task.frame.document()
     if task.misassigned_work_type is not None:
         obj["misassigned_work_type"] = task.misassigned_work_type
     if task.ledger:
