@@ -20,7 +20,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from governance import access
-from governance.models import FrameVersion, Proposal, ProposalState
+from governance.models import Proposal, ProposalState
 from governance.selectors import current_frame_version
 from governance.services import GovernanceError, audit_record, proposal_sync_state
 from selection import store
@@ -167,8 +167,8 @@ def _launch(backtest_id: int) -> None:
 
 # --- one replay ------------------------------------------------------------------------------
 
-# Worker-process caches of immutable rows: a FrameVersion's engine frame, a task's work frame and
-# ledger, a corpus index's unit maps. Rows they hold are never updated (triggers, import-only).
+# Worker-process caches of immutable rows (FrameVersion frames are cached in selection.store): a
+# task's work frame and ledger, a corpus index's unit maps. Rows they hold are never updated (triggers, import-only).
 
 
 @dataclass(frozen=True)
@@ -182,13 +182,6 @@ class _TaskContext:
 def _task_context(task_id: int) -> _TaskContext:
     task = Task.objects.select_related("project", "corpus").get(pk=task_id)
     return _TaskContext(task, store.work_frame_for_task(task), ledgers_for_tasks([task_id])[task_id])
-
-
-@lru_cache(maxsize=1024)
-def _frame(version_id: int) -> tuple[int, ProjectFrame]:
-    version = FrameVersion.objects.select_related("project").get(pk=version_id)
-    frame = store.frame_from_snapshot(project=version.project, number=version.number, snapshot=version.snapshot)
-    return version.number, frame
 
 
 _unit_maps: OrderedDict[int, tuple[CorpusIndex, dict, dict]] = OrderedDict()
@@ -247,7 +240,7 @@ def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
     if backtest.status == BacktestStatus.QUEUED:
         Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
     version_id = backtest.baseline_version_id if side == ReplaySide.BASELINE else backtest.candidate_version_id
-    number, frame = _frame(version_id)
+    number, frame = store.frame_of_version(version_id)
     context = _task_context(task_id)
     result, index = _select(context, frame, backtest.condition)
     project_of, echo_of = _maps(context.task.corpus_id, index)

@@ -72,7 +72,7 @@ def frame_for(project: Project, frame_version=None):
     version = frame_version or current_frame_version(project=project)
     if version is None:
         raise SelectionError(f'project "{project.slug}" has no promoted frame version')
-    return version.number, store.frame_from_snapshot(project=project, number=version.number, snapshot=version.snapshot)
+    return store.frame_of_version(version.pk, version=version)
 
 
 def run_selection(

@@ -33,6 +33,30 @@ def frame_from_snapshot(*, project: Project, number: int, snapshot: dict) -> Pro
     return replace(frame, version=number)
 
 
+_FRAMES: OrderedDict[int, tuple[int, ProjectFrame]] = OrderedDict()
+_FRAMES_SIZE = 256
+
+
+def frame_of_version(version_id: int, *, version=None) -> tuple[int, ProjectFrame]:
+    """(number, engine ProjectFrame) of a FrameVersion, parsed once per process: FrameVersion
+    rows are append-only (a trigger refuses UPDATE), so a parsed frame never goes stale."""
+    with _index_lock:
+        cached = _FRAMES.get(version_id)
+    if cached is not None:
+        return cached
+    if version is None:
+        from governance.models import FrameVersion
+
+        version = FrameVersion.objects.select_related("project").get(pk=version_id)
+    frame = frame_from_snapshot(project=version.project, number=version.number, snapshot=version.snapshot)
+    parsed = (version.number, frame)
+    with _index_lock:
+        _FRAMES[version_id] = parsed
+        while len(_FRAMES) > _FRAMES_SIZE:
+            _FRAMES.popitem(last=False)
+    return parsed
+
+
 def unit_links(corpus_id: int) -> dict[int, dict[str, list[str]]]:
     """Links of every unit of a corpus, by source row id, in file order."""
     links: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
