@@ -299,8 +299,8 @@ def time_backtest(stored, workers: int) -> dict:
         if work.objective:
             services.embed_query(work.objective)
         backtest_services._task_context(task.pk)
-    backtest_services._frame(baseline.pk)
-    backtest_services._frame(stored.proposal.frame_version_id)
+    store.frame_of_version(baseline.pk)
+    store.frame_of_version(stored.proposal.frame_version_id)
     backtest_services._maps(project.corpus_id, store.corpus_index(project.corpus_id))
     pairs = [(t.pk, side) for t in tasks for side in ReplaySide.values]
     connections.close_all()
