@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.shortcuts import get_object_or_404
 
-from governance.selectors import backtest_approval, backtest_decision
+from governance.selectors import backtest_decision, review_tally
 
 from . import gates as gate_rules
 from .models import Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
@@ -59,9 +59,7 @@ def backtest_by_id(*, backtest_id: int) -> Backtest:
             "candidate_version",
             "requested_by",
             "decision",
-            "approval",
-            "approval__reviewer",
-        ),
+        ).prefetch_related("approvals__reviewer"),
         pk=backtest_id,
     )
 
@@ -124,5 +122,5 @@ def decision_chart(*, decision: BacktestDecision | None, metrics: tuple[str, ...
 
 
 def backtest_outcome(backtest: Backtest):
-    """(decision, approval) of a backtest, either None."""
-    return backtest_decision(backtest), backtest_approval(backtest)
+    """(decision or None, the review tally against the project's approval policy)."""
+    return backtest_decision(backtest), review_tally(backtest)

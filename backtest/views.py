@@ -46,10 +46,12 @@ def _context(request, pk: int) -> dict:
     backtest = selectors.backtest_by_id(backtest_id=pk)
     proposal = backtest.proposal
     caps = access.access_read(request.user, proposal.project)
-    decision, approval = selectors.backtest_outcome(backtest)
+    decision, tally = selectors.backtest_outcome(backtest)
     metrics = selectors.page_metrics(backtest)
     progress = selectors.backtest_progress(backtest=backtest)
-    blockers = review_blockers(backtest=backtest) if decision is not None else []
+    blockers = (
+        review_blockers(backtest=backtest, reviewer=request.user) if decision is not None else []
+    )
     return {
         "backtest": backtest,
         "proposal": proposal,
@@ -57,7 +59,7 @@ def _context(request, pk: int) -> dict:
         "caps": caps,
         "progress": progress,
         "decision": decision,
-        "approval": approval,
+        "tally": tally,
         "metrics": metrics,
         "rows": _trace_links(selectors.task_rows(backtest=backtest)),
         "chart": selectors.decision_chart(decision=decision, metrics=metrics),

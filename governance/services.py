@@ -194,7 +194,11 @@ def proposal_sync_state(*, proposal: Proposal) -> Proposal:
 
 
 def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str = "") -> Approval:
-    """A reviewer's verdict, bound to this exact backtest: candidate version, task set, engine."""
+    """A reviewer's verdict, bound to this exact backtest: candidate version, task set, engine.
+
+    Four eyes: the proposal's author never reviews it, each reviewer gives one verdict, and the
+    project's approval policy (its current frame's `approval` key) says when the tally is enough.
+    """
     project = backtest.proposal.project
     access.access_review(reviewer, project)
     if verdict not in ApprovalVerdict.values:
@@ -209,7 +213,7 @@ def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str 
         backtest = Backtest.objects.select_related("proposal", "proposal__project").get(
             pk=backtest.pk
         )
-        blockers = selectors.review_blockers(backtest=backtest)
+        blockers = selectors.review_blockers(backtest=backtest, reviewer=reviewer)
         decision = selectors.backtest_decision(backtest)
         if not blockers and verdict == ApprovalVerdict.APPROVE and not decision.passed:
             blockers = [
@@ -226,11 +230,8 @@ def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str 
             verdict=verdict,
             comment=comment,
         )
-        proposal = backtest.proposal
-        proposal.state = (
-            ProposalState.APPROVED if verdict == ApprovalVerdict.APPROVE else ProposalState.REJECTED
-        )
-        proposal.save(update_fields=["state"])
+        proposal = proposal_sync_state(proposal=backtest.proposal)
+        tally = selectors.review_tally(backtest)
         audit_record(
             actor=reviewer,
             project=project,
@@ -244,6 +245,7 @@ def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str 
                 "task_set_digest": backtest.task_set_digest,
                 "engine_version": backtest.engine_version,
                 "comment": comment,
+                "tally": tally.summary,
             },
         )
     return approval
@@ -271,7 +273,9 @@ def proposal_promote(*, proposal: Proposal, lead) -> Promotion:
             proposal = Proposal.objects.select_related(
                 "project", "base_version", "frame_version"
             ).get(pk=proposal.pk)
-            blockers = selectors.promotion_blockers(proposal=proposal)
+            blockers = selectors.promotion_blockers(
+                proposal=proposal
+            ) + selectors.promoter_blockers(proposal=proposal, lead=lead)
             if blockers:
                 raise PromotionRefused(blockers)
             previous = selectors.current_frame_version(project=project)

@@ -132,8 +132,11 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
     backtests = selectors.proposal_backtests(proposal=proposal)
     latest = backtests[0] if backtests else None
     review_blockers = (
-        selectors.review_blockers(backtest=latest) if latest else ["no backtest has run yet"]
+        selectors.review_blockers(backtest=latest, reviewer=request.user)
+        if latest
+        else ["no backtest has run yet"]
     )
+    policy = selectors.project_approval_policy(project=project)
     return render(
         request,
         "governance/proposal_detail.html",
@@ -152,7 +155,7 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
                 (
                     b,
                     selectors.backtest_decision(b),
-                    selectors.backtest_approval(b),
+                    selectors.review_tally(b, policy=policy),
                     _backtest_url(b),
                 )
                 for b in backtests
@@ -161,7 +164,9 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
             "review_blockers": review_blockers,
             "review_form": review_form
             or ReviewForm(initial={"backtest": latest.pk if latest else None}),
-            "promotion_blockers": selectors.promotion_blockers(proposal=proposal),
+            "promotion_blockers": selectors.promotion_blockers(proposal=proposal)
+            + selectors.promoter_blockers(proposal=proposal, lead=request.user),
+            "policy": policy,
             "caps": caps,
         },
         status=status,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
@@ -20,9 +21,31 @@ FRAME_KEYS = (
     "work_types",
     "open_loop_work_types",
     "gates",
+    "approval",  # project extension (format 1.1 + this project): see docs/corpus-format.md
 )
 GATES_KEYS = ("primary", "min_improvement", "limits")
 LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
+APPROVAL_KEYS = ("required_approvals", "rejection_blocks", "approver_may_promote")
+MAX_REQUIRED_APPROVALS = 20
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """How a proposal of this project is reviewed before promotion (the frame's `approval` key).
+
+    The defaults are the rules before the key existed: one approval, a rejection blocks, and the
+    approver may promote. The author of a proposal never counts as one of its approvers.
+    """
+
+    required_approvals: int = 1
+    rejection_blocks: bool = True
+    approver_may_promote: bool = True
+
+
+def approval_policy(snapshot: Mapping[str, Any] | None) -> ApprovalPolicy:
+    """The policy a (valid) frame snapshot declares; defaults for keys it leaves out."""
+    declared = (snapshot or {}).get("approval") or {}
+    return ApprovalPolicy(**{k: declared[k] for k in APPROVAL_KEYS if k in declared})
 
 
 def check_frame(
@@ -63,6 +86,9 @@ def check_frame(
         )
     if "gates" in known:
         fields["gates"] = _gates(known["gates"], place.at("gates"), report)
+    if "approval" in known:
+        # governance reads it (approval_policy); the engine's frame does not carry it
+        _approval(known["approval"], place.at("approval"), report)
     if len(report) > before:
         return None
     return ProjectFrame(project=project, version=1, **fields)
@@ -105,6 +131,30 @@ def _gates(value: Any, place: Place, report: Report) -> Gates | None:
     if any(item is None for item in fields.values()):
         return None
     return Gates(**fields)
+
+
+def _approval(value: Any, place: Place, report: Report) -> ApprovalPolicy | None:
+    known, _extras = report.mapping(value, place, optional=APPROVAL_KEYS)
+    if known is None:
+        return None
+    fields: dict[str, Any] = {}
+    if "required_approvals" in known:
+        count = report.integer(
+            known["required_approvals"], place.at("required_approvals"), minimum=1
+        )
+        if count is not None and count > MAX_REQUIRED_APPROVALS:
+            report.add(
+                place.at("required_approvals"),
+                f"must be at most {MAX_REQUIRED_APPROVALS}, got {count}",
+            )
+            count = None
+        fields["required_approvals"] = count
+    for key in ("rejection_blocks", "approver_may_promote"):
+        if key in known:
+            fields[key] = report.boolean(known[key], place.at(key))
+    if any(item is None for item in fields.values()):
+        return None
+    return ApprovalPolicy(**fields)
 
 
 def _limit(value: Any, place: Place, report: Report) -> Gate | None:
