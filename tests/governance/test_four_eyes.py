@@ -70,9 +70,7 @@ def test_the_author_cannot_approve_their_own_proposal(submit, make_backtest, peo
     assert Proposal.objects.get(pk=proposal.pk).state == "approved"
 
 
-def test_two_approvals_needed_when_the_policy_says_so(
-    with_policy, submit, make_backtest, people, counts
-):
+def test_two_approvals_needed_when_the_policy_says_so(with_policy, submit, make_backtest, people, counts):
     with_policy(required_approvals=2)
     proposal = submit()
     backtest = make_backtest(proposal)
@@ -88,9 +86,7 @@ def test_two_approvals_needed_when_the_policy_says_so(
     assert selectors.current_frame_version(project=proposal.project) == proposal.frame_version
 
 
-def test_a_rejection_blocks_unless_the_policy_lets_approvals_outvote_it(
-    with_policy, submit, make_backtest, people
-):
+def test_a_rejection_blocks_unless_the_policy_lets_approvals_outvote_it(with_policy, submit, make_backtest, people):
     proposal = submit()
     backtest = make_backtest(proposal)
     review(backtest, people["reviewer"], "reject", "precision drops")
@@ -110,9 +106,7 @@ def test_a_rejection_blocks_unless_the_policy_lets_approvals_outvote_it(
     promote(other, people["lead"])
 
 
-def test_an_approver_may_not_promote_when_the_policy_forbids_it(
-    with_policy, submit, make_backtest, people, counts
-):
+def test_an_approver_may_not_promote_when_the_policy_forbids_it(with_policy, submit, make_backtest, people, counts):
     with_policy(approver_may_promote=False)
     proposal = submit()
     review(make_backtest(proposal), people["both"])
@@ -134,9 +128,7 @@ def test_a_new_backtest_voids_earlier_approvals(submit, make_backtest, people):
         promote(proposal, people["lead"])
 
 
-def test_the_policy_changes_only_through_a_proposal_and_binds_from_its_promotion(
-    submit, make_backtest, people
-):
+def test_the_policy_changes_only_through_a_proposal_and_binds_from_its_promotion(submit, make_backtest, people):
     with pytest.raises(services.ProposalInvalid, match="approval.required_approvals: must be at least 1"):
         submit({"approval": {"required_approvals": 0}})
     with pytest.raises(services.ProposalInvalid, match='unknown key "quorum"'):
@@ -148,9 +140,7 @@ def test_the_policy_changes_only_through_a_proposal_and_binds_from_its_promotion
     assert selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy()
     review(make_backtest(raise_bar), people["reviewer"])
     promote(raise_bar, people["lead"])
-    assert selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy(
-        required_approvals=2
-    )
+    assert selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy(required_approvals=2)
     assert approval_policy({}) == ApprovalPolicy(1, True, True)
 
 
@@ -215,6 +205,13 @@ def test_the_propose_command_refuses_a_malformed_policy(project, people, tmp_pat
     path.write_text(json.dumps({"approval": {"required_approvals": 99}}))
     with pytest.raises(CommandError, match="must be at most 20"):
         call_command(
-            "propose", "alpha", "--title", "t", "--patch", str(path), "--user", "lead",
+            "propose",
+            "alpha",
+            "--title",
+            "t",
+            "--patch",
+            str(path),
+            "--user",
+            "lead",
             stdout=io.StringIO(),
         )
