@@ -15,8 +15,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
 from governance import access
@@ -362,3 +365,77 @@ def backtest_fail(*, backtest_id: int, error: str) -> Backtest:
         )
         proposal_sync_state(proposal=proposal)
     return backtest
+
+
+# --- jobs that cannot hang -------------------------------------------------------------------
+
+MAX_REPLAY_DELIVERIES = 3  # deliveries of one replay that died with its worker, retries aside
+
+
+def replay_delivery_allowed(app, *, backtest_id: int, task_id: int, side: str, retries: int) -> bool:
+    """Count this delivery of one replay; past MAX_REPLAY_DELIVERIES the backtest fails instead.
+
+    With acks_late and reject_on_worker_lost, a replay that crashes its worker (out of memory, a
+    segfault, SIGKILL) is delivered again; the count lives in the result backend (redis) because
+    the crash leaves no chance to write anything else. Retries of one delivery do not count.
+    """
+    key = f"fg:replay-deliveries:{backtest_id}:{task_id}:{side}:{retries}"
+    client = getattr(app.backend, "client", None)
+    if client is None:  # a backend without a client (tests' eager mode): nothing to count with
+        return True
+    deliveries = client.incr(key)
+    client.expire(key, 24 * 3600)
+    if deliveries <= MAX_REPLAY_DELIVERIES:
+        return True
+    uid = Task.objects.filter(pk=task_id).values_list("uid", flat=True).first() or task_id
+    backtest_fail(
+        backtest_id=backtest_id,
+        error=(
+            f"the replay of task {uid} ({side}) was delivered {deliveries - 1} times and its "
+            "worker died each time: the backtest stopped instead of retrying it forever"
+        ),
+    )
+    return False
+
+
+def stale_after() -> timedelta:
+    return timedelta(seconds=settings.FG_BACKTEST_STALE_SECONDS)
+
+
+def backtest_stale_reason(backtest: Backtest, *, now=None) -> str | None:
+    """The rule: a queued or running backtest with no new replay for FG_BACKTEST_STALE_SECONDS
+    (since it was queued or since its latest replay) has lost its workers or its messages."""
+    if backtest.status not in (BacktestStatus.QUEUED, BacktestStatus.RUNNING):
+        return None
+    latest = TaskReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
+    last_progress = max(filter(None, [backtest.created_at, latest]))
+    idle = (now or timezone.now()) - last_progress
+    if idle < stale_after():
+        return None
+    done = TaskReplay.objects.filter(backtest=backtest).count()
+    return (
+        f"stale: no replay for {int(idle.total_seconds())} s ({done} of "
+        f"{2 * len(backtest.task_ids)} done); its workers vanished or its messages were lost"
+    )
+
+
+def backtest_fail_if_stale(*, backtest: Backtest) -> Backtest:
+    """Apply the stale rule (on page load and in `backtest` waits): mark it failed, with why."""
+    reason = backtest_stale_reason(backtest)
+    if reason is None:
+        return backtest
+    return backtest_fail(backtest_id=backtest.pk, error=reason)
+
+
+def backtest_rerun(*, backtest: Backtest, lead) -> Backtest:
+    """A lead starts the proposal again after a failed (errored or stale) backtest."""
+    access.access_propose(lead, backtest.proposal.project)
+    backtest = backtest_fail_if_stale(backtest=backtest)
+    if backtest.status != BacktestStatus.ERROR:
+        raise BacktestRefused(
+            f"backtest #{backtest.pk} is {backtest.status}: only a failed or stale backtest is re-run"
+        )
+    latest = Backtest.objects.filter(proposal_id=backtest.proposal_id).order_by("-created_at", "-id").first()
+    if latest is not None and latest.pk != backtest.pk:
+        raise BacktestRefused(f"backtest #{latest.pk} is newer: re-run the latest only")
+    return backtest_enqueue(proposal=backtest.proposal, requested_by=lead)

@@ -5,4 +5,5 @@ from . import views
 urlpatterns = [
     path("backtests/<int:pk>/", views.backtest_detail, name="backtest-detail"),
     path("backtests/<int:pk>/live/", views.backtest_live, name="backtest-live"),
+    path("backtests/<int:pk>/rerun/", views.backtest_rerun, name="backtest-rerun"),
 ]

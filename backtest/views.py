@@ -6,15 +6,18 @@ proposal-review view, so a verdict goes through the one backtest_review service.
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
 
 from governance import access
 from governance.forms import ReviewForm
 from governance.selectors import review_blockers
 
-from . import selectors
+from . import selectors, services
+from .models import BacktestStatus
 
 
 def _url(name: str, *args) -> str | None:
@@ -46,6 +49,10 @@ def _context(request, pk: int) -> dict:
     backtest = selectors.backtest_by_id(backtest_id=pk)
     proposal = backtest.proposal
     caps = access.access_read(request.user, proposal.project)
+    if services.backtest_stale_reason(backtest) is not None:
+        # the stale rule runs on every load of the page (and its live fragment)
+        services.backtest_fail_if_stale(backtest=backtest)
+        backtest = selectors.backtest_by_id(backtest_id=pk)
     decision, tally = selectors.backtest_outcome(backtest)
     metrics = selectors.page_metrics(backtest)
     progress = selectors.backtest_progress(backtest=backtest)
@@ -65,6 +72,7 @@ def _context(request, pk: int) -> dict:
         "chart": selectors.decision_chart(decision=decision, metrics=metrics),
         "review_blockers": blockers,
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
+        "can_rerun": caps.can_propose and backtest.status == BacktestStatus.ERROR,
     }
 
 
@@ -77,3 +85,17 @@ def backtest_detail(request, pk: int):
 def backtest_live(request, pk: int):
     """The part of the page that changes while the backtest runs (progress, then the decision)."""
     return render(request, "backtest/_live.html", _context(request, pk))
+
+
+@login_required
+@require_POST
+def backtest_rerun(request, pk: int):
+    backtest = selectors.backtest_by_id(backtest_id=pk)
+    access.access_propose(request.user, backtest.proposal.project)
+    try:
+        again = services.backtest_rerun(backtest=backtest, lead=request.user)
+    except services.BacktestRefused as error:
+        messages.error(request, str(error))
+        return redirect("backtest-detail", pk=pk)
+    messages.success(request, f"Backtest #{again.pk} started again for proposal #{again.proposal_id}.")
+    return redirect("backtest-detail", pk=again.pk)

@@ -136,6 +136,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# a message a vanished worker had taken goes back to the queue after this many seconds (redis's
+# default is an hour); it must exceed the longest task, so it is kept above the hard time limit
+FG_REPLAY_SOFT_TIME_LIMIT = int(env("FG_REPLAY_SOFT_TIME_LIMIT", "60"))
+FG_REPLAY_TIME_LIMIT = int(env("FG_REPLAY_TIME_LIMIT", "90"))
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(env("FG_VISIBILITY_TIMEOUT", "300"))}
+# a queued or running backtest with no new replay for this long is marked failed (stale)
+FG_BACKTEST_STALE_SECONDS = int(env("FG_BACKTEST_STALE_SECONDS", "600"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
