@@ -13,9 +13,8 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
-
 from datetime import timedelta
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
