@@ -56,9 +56,7 @@ def _context(request, pk: int) -> dict:
     decision, tally = selectors.backtest_outcome(backtest)
     metrics = selectors.page_metrics(backtest)
     progress = selectors.backtest_progress(backtest=backtest)
-    blockers = (
-        review_blockers(backtest=backtest, reviewer=request.user) if decision is not None else []
-    )
+    blockers = review_blockers(backtest=backtest, reviewer=request.user) if decision is not None else []
     return {
         "backtest": backtest,
         "proposal": proposal,
