@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
-from governance import access
+from authority import access
 
 from .chain import verify_chains
 

@@ -7,9 +7,10 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
+from authority.models import AuditEntry
 from backtest import services
 from backtest.models import Backtest, BacktestStatus
-from governance.models import AuditEntry, Proposal
+from governance.models import Proposal
 
 from .conftest import proposal
 

@@ -9,9 +9,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
+from authority.models import FrameVersion, Promotion
+from authority.selectors import current_frame_version
+from backtest import selectors as backtest_selectors
+from backtest import services as backtest_services
 from backtest.models import Approval
-from governance import selectors, services
-from governance.models import FrameVersion, Promotion, Proposal
+from governance import services
+from governance.models import Proposal
 from selection.corpus.frames import ApprovalPolicy, approval_policy
 
 
@@ -33,7 +37,7 @@ def with_policy(project):
     """Promote a frame carrying `approval` (as a merged proposal would have), returns the project."""
 
     def set_policy(**policy):
-        current = selectors.current_frame_version(project=project)
+        current = current_frame_version(project=project)
         version = FrameVersion.objects.create(
             project=project,
             number=FrameVersion.objects.filter(project=project).count() + 1,
@@ -49,7 +53,7 @@ def with_policy(project):
 
 
 def review(backtest, user, verdict="approve", comment="fine"):
-    return services.backtest_review(backtest=backtest, reviewer=user, verdict=verdict, comment=comment)
+    return backtest_services.backtest_review(backtest=backtest, reviewer=user, verdict=verdict, comment=comment)
 
 
 def promote(proposal, lead):
@@ -63,7 +67,7 @@ def test_the_author_cannot_approve_their_own_proposal(submit, make_backtest, peo
     proposal = submit(author=people["both"])
     backtest = make_backtest(proposal)
     before = counts()
-    with pytest.raises(services.ReviewRefused, match="its author cannot review its backtest"):
+    with pytest.raises(backtest_services.ReviewRefused, match="its author cannot review its backtest"):
         review(backtest, people["both"])
     assert counts() == before
     review(backtest, people["reviewer"])
@@ -78,19 +82,19 @@ def test_two_approvals_needed_when_the_policy_says_so(with_policy, submit, make_
     assert Proposal.objects.get(pk=proposal.pk).state == "passed"
     with pytest.raises(services.PromotionRefused, match="1 of 2 approvals"):
         promote(proposal, people["lead"])
-    with pytest.raises(services.ReviewRefused, match="already reviewed"):
+    with pytest.raises(backtest_services.ReviewRefused, match="already reviewed"):
         review(backtest, people["reviewer"])
     review(backtest, people["reviewer2"])
     assert Proposal.objects.get(pk=proposal.pk).state == "approved"
     promote(proposal, people["lead"])
-    assert selectors.current_frame_version(project=proposal.project) == proposal.frame_version
+    assert current_frame_version(project=proposal.project) == proposal.frame_version
 
 
 def test_a_rejection_blocks_unless_the_policy_lets_approvals_outvote_it(with_policy, submit, make_backtest, people):
     proposal = submit()
     backtest = make_backtest(proposal)
     review(backtest, people["reviewer"], "reject", "precision drops")
-    with pytest.raises(services.ReviewRefused, match="already reviewed"):
+    with pytest.raises(backtest_services.ReviewRefused, match="already reviewed"):
         review(backtest, people["reviewer2"])
     with pytest.raises(services.PromotionRefused, match="rejected"):
         promote(proposal, people["lead"])
@@ -137,10 +141,10 @@ def test_the_policy_changes_only_through_a_proposal_and_binds_from_its_promotion
         submit({"approval": {"rejection_blocks": "yes"}})
     raise_bar = submit({"approval": {"required_approvals": 2}}, title="Two approvals from now on")
     # the proposal is judged under the policy in force, not the one it brings
-    assert selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy()
+    assert backtest_selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy()
     review(make_backtest(raise_bar), people["reviewer"])
     promote(raise_bar, people["lead"])
-    assert selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy(required_approvals=2)
+    assert backtest_selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy(required_approvals=2)
     assert approval_policy({}) == ApprovalPolicy(1, True, True)
 
 

@@ -140,7 +140,7 @@ def test_ids_no_row_can_have_are_a_404(someone, url):
 
 @pytest.mark.django_db
 def test_csv_exports_neutralise_cells_that_would_start_a_formula(tmp_path, django_user_model, client):
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
     from selection import services, store
     from tests.selection.test_traces import Lab
 

@@ -70,7 +70,7 @@ def test_each_trace_links_to_the_previous_one_in_its_project(lab):
 
 
 def test_an_altered_trace_is_named_by_the_command_and_the_page(lab, client, django_user_model):
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
 
     first, second, third = (select(lab, budget=b) for b in (100, 130, 160))
     tamper("UPDATE selection_trace SET query = %s WHERE id = %s", ["rewritten", second.pk])

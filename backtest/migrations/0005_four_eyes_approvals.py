@@ -8,8 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('backtest', '0003_append_only'),
-        ('governance', '0003_proposal'),
+        ('backtest', '0004_frames_in_authority'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -41,7 +41,7 @@ CREATE TRIGGER backtest_backtest_guard BEFORE UPDATE OR DELETE ON backtest_backt
 
 
 class Migration(migrations.Migration):
-    dependencies = [("backtest", "0004_four_eyes_approvals")]
+    dependencies = [("backtest", "0005_four_eyes_approvals")]
 
     operations = [
         migrations.RunSQL(

@@ -30,7 +30,7 @@ CREATE TRIGGER governance_proposal_guard BEFORE UPDATE OR DELETE ON governance_p
 
 
 class Migration(migrations.Migration):
-    dependencies = [("governance", "0003_proposal")]
+    dependencies = [("governance", "0004_frames_in_authority")]
 
     operations = [
         migrations.RunSQL(
