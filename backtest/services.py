@@ -231,7 +231,12 @@ def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
     context = _task_context(task_id)
     result, index = _select(context, frame, backtest.condition)
     project_of, echo_of = _maps(context.task.corpus_id, index)
-    metrics = score_bundle(result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=frame.scope_set)
+    # leakage is measured against the BASELINE frame's scope on both sides: a candidate that
+    # widens its own scope must not make its leakage read zero by moving the yardstick
+    _number, baseline_frame = store.frame_of_version(backtest.baseline_version_id)
+    metrics = score_bundle(
+        result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=baseline_frame.scope_set
+    )
     try:
         with transaction.atomic():
             trace = trace_write(

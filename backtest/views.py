@@ -134,6 +134,7 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
             "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal)
             + governance_selectors.promoter_blockers(proposal=proposal, lead=request.user),
             "policy": policy,
+            "widens_scope": governance_selectors.scope_widening(proposal=proposal),
             "caps": caps,
         },
         status=status,

@@ -28,10 +28,12 @@ class ProjectRow:
     task_count: int
 
 
-def project_overview(*, user=None) -> list[ProjectRow]:
+def project_overview(*, user) -> list[ProjectRow]:
+    """The projects `user` holds a role in (all for a superuser): others are not even listed."""
     latest = Promotion.objects.filter(project=OuterRef("pk")).order_by("-sequence")
     projects = (
-        Project.objects.select_related("corpus")
+        access.readable_projects(user, Project.objects.all())
+        .select_related("corpus")
         .annotate(
             current_version=Subquery(latest.values("frame_version__number")[:1]),
             unit_count=Count("units", distinct=True),
@@ -198,6 +200,14 @@ def promotion_blockers(*, proposal: Proposal) -> list[str]:
             "submit the change again over the current version"
         )
     return blockers + list(evidence_for(proposal).blockers)
+
+
+def scope_widening(*, proposal: Proposal) -> list[str]:
+    """Projects the proposal's frame admits units from that its base frame did not."""
+    slug = proposal.project.slug
+    before = set(proposal.base_version.snapshot.get("scope") or [slug])
+    after = proposal.frame_version.snapshot.get("scope") or [slug]
+    return [s for s in after if s not in before]
 
 
 def promoter_blockers(*, proposal: Proposal, lead) -> list[str]:

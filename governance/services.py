@@ -101,6 +101,8 @@ def proposal_submit(
             )
         if not issues and frame == base.snapshot:
             issues = [FrameIssue((), f"the patch changes nothing in v{base.number}")]
+        if not issues:
+            issues = _scope_issues(author, base.snapshot, frame, project)
         if issues:
             raise ProposalInvalid(issues)
         scope = list(frame.get("scope") or [project.slug])
@@ -147,6 +149,28 @@ def _proposal_create(
         author=author,
         state=ProposalState.PROPOSED,
     )
+
+
+def _scope_issues(author, base: dict, frame: dict, project: Project) -> list[FrameIssue]:
+    """A lead may widen the scope only to projects they hold a role in: whoever widens a scope
+    lets this project's agent see the other project's units, which its own people must allow."""
+    before = set(base.get("scope") or [project.slug])
+    added = [(i, s) for i, s in enumerate(frame.get("scope") or [project.slug]) if s not in before]
+    if not added:
+        return []
+    readable = set(
+        access.readable_projects(author, Project.objects.filter(slug__in=[s for _i, s in added]))
+        .values_list("slug", flat=True)
+    )
+    return [
+        FrameIssue(
+            ("scope", index),
+            f'{author.username} holds no role in project "{slug}": only someone who does may '
+            "widen the scope to it",
+        )
+        for index, slug in added
+        if slug not in readable
+    ]
 
 
 def proposal_sync_state(*, proposal: Proposal) -> Proposal:
