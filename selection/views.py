@@ -22,6 +22,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from authority import access
 from authority.selectors import current_frame_version
 from selection.corpus.limits import MAX_INTEGER, MAX_YEAR, MIN_YEAR
 from selection.engine.explain import trace_diff
@@ -30,6 +31,8 @@ from selection.engine.types import SIGNAL_NAMES
 from . import selectors, services
 from .csv_cells import csv_row
 from .explain import COLUMNS, NOT_ADMITTED, TableQuery, candidate_rows, facet_values, filter_and_sort
+from .models import Project
+from .redaction import redacted_bundle
 
 TRACE_PAGE_SIZE = 50
 REPLAY_SOURCE = "replay"
@@ -220,6 +223,10 @@ def _urlencode(pairs) -> str:
     return urlencode(pairs)
 
 
+def _readable_slugs(user) -> frozenset[str]:
+    return frozenset(access.readable_projects(user, Project.objects.all()).values_list("slug", flat=True))
+
+
 @login_required
 def trace_detail(request, pk: int):
     trace, caps = selectors.readable_trace(user=request.user, pk=pk)
@@ -241,12 +248,14 @@ def trace_detail(request, pk: int):
         )
     ]
     folded = {op.unit_id: op for op in engine_trace.coalescing if op.op == "fold_echo"}
-    items = [(item, [s for s in item.sources[1:] if s in folded]) for item in explained.result.bundle.items]
+    bundle, redacted = redacted_bundle(explained.result.bundle, readable=_readable_slugs(request.user))
+    items = [(item, [s for s in item.sources[1:] if s in folded]) for item in bundle.items]
     context.update(
         caps=caps,
         explained=explained,
         engine_trace=engine_trace,
-        bundle=explained.result.bundle,
+        bundle=bundle,
+        redacted=redacted,
         items=items,
         work_fields=work_fields,
         work_classes=engine_trace.project_frame.classes_for(work.work_type),

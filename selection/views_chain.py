@@ -8,11 +8,12 @@ from django.shortcuts import render
 from authority import access
 
 from .chain import verify_chains
+from .models import Project
 
 
 @login_required
 def trace_chain(request):
-    projects = access.readable_projects(request.user).order_by("slug")
+    projects = access.readable_projects(request.user, Project.objects.all()).order_by("slug")
     slug = (request.GET.get("project") or "").strip()
     if slug:
         projects = projects.filter(slug=slug)
