@@ -17,7 +17,12 @@ IMPORT_LABEL = "import"
 
 
 def frame_version_create(
-    *, project, snapshot: dict, parent: FrameVersion | None = None, author=None, origin: str = "proposal",
+    *,
+    project,
+    snapshot: dict,
+    parent: FrameVersion | None = None,
+    author=None,
+    origin: str = "proposal",
     number: int | None = None,
 ) -> FrameVersion:
     """A new immutable version of the project's frame, numbered after the last one."""
