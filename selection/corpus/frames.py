@@ -64,6 +64,14 @@ def check_frame(
             fields[key] = report.string_list(known[key], place.at(key))
     if "scope" in known:
         scope = report.identifier_list(known["scope"], place.at("scope"), "project slug")
+        if scope == ():
+            # fail closed, and say so: an empty scope must not quietly mean "this project"
+            report.add(
+                place.at("scope"),
+                "an empty scope would admit no unit at all: name at least one project, "
+                "or leave the key out for the project's own units",
+            )
+            scope = None
         for index, slug in enumerate(scope or ()):
             if slug not in declared:
                 report.add(

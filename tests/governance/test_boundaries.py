@@ -62,3 +62,12 @@ def test_role_grants_and_revocations_are_audited(users, project):
     with pytest.raises(AccessDenied):
         role_grant(user=users["outsider"], project=project, role="lead", actor=users["reviewer"])
     assert not RoleGrant.objects.filter(user=users["outsider"]).exists()
+
+
+def test_an_empty_scope_is_refused_not_read_as_everything(submit, counts):
+    before = counts()
+    with pytest.raises(services.ProposalInvalid, match="an empty scope would admit no unit at all"):
+        submit({"scope": []})
+    with pytest.raises(services.ProposalInvalid, match='project "nowhere" is not declared'):
+        submit({"scope": ["nowhere"]})
+    assert counts() == before
