@@ -22,7 +22,7 @@ ALLOW, DENY, LOGIN = "allow", "deny", "login"
 def world(db, tmp_path, django_user_model, make_project, django_capture_on_commit_callbacks):
     from backtest import services as backtest_services
     from governance.models import Proposal
-    from selection.models import Evaluation
+    from selection.evaluation import evaluation_run
     from tests.selection.test_traces import Lab
 
     lab = Lab(tmp_path)
@@ -38,7 +38,7 @@ def world(db, tmp_path, django_user_model, make_project, django_capture_on_commi
     proposal = Proposal.objects.get(project=lab.project)
     with django_capture_on_commit_callbacks(execute=False):
         backtest = backtest_services.backtest_enqueue(proposal=proposal, requested_by=None)
-    evaluation = Evaluation.objects.create(corpus=lab.corpus, engine_version="test", conditions=["C6"], result={})
+    evaluation = evaluation_run(corpus=lab.corpus, conditions=["C6"], actor=users["lead"])
     return {
         "users": users,
         "slug": lab.project.slug,
@@ -77,10 +77,22 @@ def pages(w):
         ("project-detail", "get", reverse("project-detail", args=[s]), None, member),
         ("frame-diff", "get", reverse("frame-diff", args=[s]) + "?a=1&b=2", None, member),
         ("proposal-create", "get", reverse("proposal-create", args=[s]), None, member),
-        ("proposal-create", "post", reverse("proposal-create", args=[s]), {"title": "t", "raw_patch": '{"class_pull": 7}'}, only("lead")),
+        (
+            "proposal-create",
+            "post",
+            reverse("proposal-create", args=[s]),
+            {"title": "t", "raw_patch": '{"class_pull": 7}'},
+            only("lead"),
+        ),
         ("proposal-list", "get", reverse("proposal-list", args=[s]), None, member),
         ("proposal-detail", "get", reverse("proposal-detail", args=[w["proposal"]]), None, member),
-        ("proposal-review", "post", reverse("proposal-review", args=[w["proposal"]]), {"backtest": w["backtest"], "verdict": "approve"}, only("reviewer")),
+        (
+            "proposal-review",
+            "post",
+            reverse("proposal-review", args=[w["proposal"]]),
+            {"backtest": w["backtest"], "verdict": "approve"},
+            only("reviewer"),
+        ),
         ("proposal-promote", "post", reverse("proposal-promote", args=[w["proposal"]]), {}, only("lead")),
         ("backtest-detail", "get", reverse("backtest-detail", args=[w["backtest"]]), None, member),
         ("backtest-live", "get", reverse("backtest-live", args=[w["backtest"]]), None, member),
@@ -96,9 +108,15 @@ def pages(w):
         ("trace-now", "post", reverse("trace-now", args=[t]), {}, only("lead", "reviewer")),
         ("trace-export", "get", reverse("trace-export", args=[t, "json"]), None, member),
         ("evaluation-list", "get", reverse("evaluation-list", args=[w["corpus"]]), None, member),
-        ("evaluation-create", "post", reverse("evaluation-create", args=[w["corpus"]]), {"conditions": "no-such-condition"}, only("lead")),
+        (
+            "evaluation-create",
+            "post",
+            reverse("evaluation-create", args=[w["corpus"]]),
+            {"conditions": "no-such-condition"},
+            only("lead"),
+        ),
         ("evaluation-detail", "get", reverse("evaluation-detail", args=[w["evaluation"]]), None, member),
-        ("logout", "post", reverse("logout"), {}, public),
+        ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page
     ]
 
 
