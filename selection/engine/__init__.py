@@ -9,8 +9,7 @@ from .conditions import (
     effective_condition,
     get_condition,
 )
-from .index import CorpusIndex, DenseHits, DenseSearcher, NumpyExactSearcher, tokenise
-from .ivf import IvfSearcher
+from .index import CorpusIndex, DenseHits, DenseSearcher, IvfSearcher, NumpyExactSearcher, tokenise
 from .pipeline import ENGINE_VERSION, POLICY_VERSION, select
 from .reason_codes import Disposition, ReasonCode, Stage
 from .types import (
