@@ -34,6 +34,7 @@ from selection.engine.explain import (
     trace_outcomes,
 )
 from selection.engine.pipeline import select
+from selection.engine.reason_codes import Disposition
 from selection.engine.types import SelectionRequest, SelectionResult, Unit
 
 from . import scoring, store
@@ -204,7 +205,7 @@ def trace_explained(trace: Trace) -> TraceExplained:
         funnel = loss_funnel(trace_outcomes(engine_trace.candidates), ledger, present)
         candidates = {c.unit_id for c in engine_trace.candidates}
         missing = [(u, stage) for u, stage in funnel.units if u not in candidates]
-    omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == "budget_omitted"]
+    omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == Disposition.BUDGET_OMITTED]
     units = units_by_uid(corpus_id=corpus_id, uids=omitted)
     return TraceExplained(
         trace=trace,

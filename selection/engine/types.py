@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
+from .reason_codes import REACHES_MODEL, Disposition
+
 ESTABLISHMENTS = ("declared", "inferred-confident", "inferred-ambiguous", "unknown")
 SIGNAL_KINDS = (
     "user_message",
@@ -191,7 +193,7 @@ class EngineConfig:
 # Outputs: candidate records, bundle, trace. Frozen; as_dict()/from_dict() round-trip exactly.
 # --------------------------------------------------------------------------------------------
 
-DISPOSITIONS = ("admitted", "folded", "rejected", "budget_omitted")
+DISPOSITIONS = tuple(d.value for d in Disposition)
 
 
 @dataclass(frozen=True)
@@ -369,7 +371,7 @@ class ContextTrace(_Serialisable):
         return None
 
     def admitted_unit_ids(self) -> tuple[str, ...]:
-        return tuple(c.unit_id for c in self.candidates if c.disposition in ("admitted", "folded"))
+        return tuple(c.unit_id for c in self.candidates if c.disposition in REACHES_MODEL)
 
 
 @dataclass(frozen=True)

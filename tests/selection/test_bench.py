@@ -13,8 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from selection.bench.generator import generate
-from selection.engine.index import CorpusIndex, NumpyExactSearcher
-from selection.engine.index import IvfSearcher
+from selection.engine.index import CorpusIndex, IvfSearcher, NumpyExactSearcher
 from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest, WorkFrame
 
