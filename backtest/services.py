@@ -222,6 +222,27 @@ def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple
     return select(request, index), index
 
 
+def backtest_warm(*, backtest_id: int) -> int:
+    """Fill this process's replay caches ahead of a backtest's replays, as a worker that has run a
+    while holds them: the corpus index, both frame versions, each task's work frame, ledger and
+    query embeddings, the unit maps. Writes nothing; returns the number of tasks warmed.
+    """
+    backtest = Backtest.objects.only("task_ids", "baseline_version_id", "candidate_version_id").get(
+        pk=backtest_id
+    )
+    store.frame_of_version(backtest.baseline_version_id)
+    store.frame_of_version(backtest.candidate_version_id)
+    for task_id in backtest.task_ids:
+        context = _task_context(task_id)
+        index = store.corpus_index(context.task.corpus_id)
+        if index.dense is not None:
+            embed_query(context.task.query)
+            if context.work_frame.objective:
+                embed_query(context.work_frame.objective)
+        _maps(context.task.corpus_id, index)
+    return len(backtest.task_ids)
+
+
 def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
     """Replay one task under one side's frame version and store its trace and metrics, once."""
     if side not in ReplaySide.values:

@@ -14,6 +14,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from selection.engine.pipeline import select
+from selection.engine.timings import StageTimings, TimedStage, timed
 from selection.engine.types import ProjectFrame, SelectionRequest, SelectionResult, WorkFrame
 
 from . import store
@@ -89,16 +90,21 @@ def run_selection(
     source: str = "select",
     persist: bool = True,
     use_dense: bool = True,
+    timings: StageTimings | None = None,
 ) -> Selection:
-    """Select context for one request through the engine and (by default) write its trace."""
+    """Select context for one request through the engine and (by default) write its trace.
+
+    `timings` records the embeddings, the engine's stages, select() whole and the trace write.
+    """
     number, project_frame = frame_for(project, frame_version)
     index = store.corpus_index(project.corpus_id)
     query_vector = objective_vector = None
     if use_dense and index.dense is not None:
-        if work_frame.objective:
-            query_vector, objective_vector = embed_queries([query, work_frame.objective])
-        else:
-            query_vector = embed_query(query)
+        with timed(timings, TimedStage.EMBED):
+            if work_frame.objective:
+                query_vector, objective_vector = embed_queries([query, work_frame.objective])
+            else:
+                query_vector = embed_query(query)
     request = SelectionRequest(
         project_frame=project_frame,
         work_frame=work_frame,
@@ -111,10 +117,14 @@ def run_selection(
         ledger=ledger,
     )
     try:
-        result = select(request, index)
+        with timed(timings, TimedStage.SELECT):
+            result = select(request, index, timings=timings)
     except ValueError as error:
         raise SelectionError(str(error)) from error
-    trace = trace_write(result, project=project, frame_version=number, task=task, source=source) if persist else None
+    trace = None
+    if persist:
+        with timed(timings, TimedStage.TRACE_WRITE):
+            trace = trace_write(result, project=project, frame_version=number, task=task, source=source)
     return Selection(result=result, trace=trace, project_frame=project_frame)
 
 

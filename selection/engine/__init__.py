@@ -12,6 +12,7 @@ from .conditions import (
 from .index import CorpusIndex, DenseHits, DenseSearcher, IvfSearcher, NumpyExactSearcher, tokenise
 from .pipeline import ENGINE_VERSION, POLICY_VERSION, select
 from .reason_codes import Disposition, ReasonCode, Stage
+from .timings import StageTimings, TimedStage
 from .types import (
     BundleItem,
     CandidateRecord,
@@ -50,6 +51,8 @@ __all__ = [
     "SelectionRequest",
     "SelectionResult",
     "Stage",
+    "StageTimings",
+    "TimedStage",
     "Unit",
     "UnknownCondition",
     "WorkFrame",
