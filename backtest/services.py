@@ -322,7 +322,7 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
             raise BacktestError(f"backtest #{backtest_id} lacks {len(missing)} replays: {', '.join(missing[:5])}")
         order = [(t, uids[t]) for t in backtest.task_ids]
         decision = gate_rules.decide(
-            backtest.gates,
+            gate_rules.Gates.from_spec(backtest.gates),
             {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
             {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
         )

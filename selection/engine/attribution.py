@@ -10,7 +10,8 @@ from enum import StrEnum
 from typing import Protocol
 
 from .reason_codes import REACHES_MODEL, Disposition, ReasonCode, Stage
-from .types import ContextTrace, _Serialisable
+from .serialisation import Serialisable
+from .types import ContextTrace
 
 
 class FailureCode(StrEnum):
@@ -66,7 +67,7 @@ def missed_code(in_memory: bool, decided: Decided | None) -> FailureCode | None:
 
 
 @dataclass(frozen=True)
-class UnitAttribution(_Serialisable):
+class UnitAttribution(Serialisable):
     unit_id: str
     label: str  # the ledger label (HARMFUL for stale units the ledger did not label)
     code: str
@@ -75,7 +76,7 @@ class UnitAttribution(_Serialisable):
 
 
 @dataclass(frozen=True)
-class Attribution(_Serialisable):
+class Attribution(Serialisable):
     units: tuple[UnitAttribution, ...]  # sorted by (code, unit id)
     codes: tuple[str, ...]  # distinct codes, sorted
 
