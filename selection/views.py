@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 
 from governance import access
 from selection.engine.explain import trace_diff
-from selection.engine.reason_codes import REACHES_MODEL, Stage
+from selection.engine.reason_codes import REACHES_MODEL, CoalescingKind, Stage
 from selection.engine.types import SIGNAL_NAMES
 
 from . import selectors, services
@@ -204,7 +204,7 @@ def trace_detail(request, pk: int):
             ("standpoint", work.standpoint.isoformat() if work.standpoint else ""),
         )
     ]
-    folded = {op.unit_id: op for op in engine_trace.coalescing if op.op == "fold_echo"}
+    folded = {op.unit_id: op for op in engine_trace.coalescing if op.op == CoalescingKind.FOLD_ECHO}
     items = [(item, [s for s in item.sources[1:] if s in folded]) for item in explained.result.bundle.items]
     context.update(
         caps=caps,

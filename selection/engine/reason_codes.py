@@ -40,6 +40,14 @@ class Disposition(StrEnum):
     BUDGET_OMITTED = "budget_omitted"  # eligible and wanted, but it did not fit
 
 
+class CoalescingKind(StrEnum):
+    """What one reversible coalescing step did (CoalescingOp.op)."""
+
+    FOLD_ECHO = "fold_echo"  # a restatement joined its original's item
+    PRESERVE_DISAGREEMENT = "preserve_disagreement"  # a refuting item kept beside its target
+    SUPERSESSION_NOTE = "supersession_note"  # a superseded unit became a note on its successor
+
+
 # the dispositions whose unit reaches the model (folded: its id joined another item)
 REACHES_MODEL: tuple[Disposition, ...] = (Disposition.ADMITTED, Disposition.FOLDED)
 

@@ -267,7 +267,7 @@ class CandidateRecord(Serialisable):
 
 @dataclass(frozen=True)
 class CoalescingOp(Serialisable):
-    """One reversible coalescing step. op: fold_echo | supersession_note | preserve_disagreement."""
+    """One reversible coalescing step; op is a CoalescingKind value."""
 
     op: str
     unit_id: str

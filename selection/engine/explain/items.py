@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..reason_codes import CoalescingKind
 from ..render import render_item
 from ..types import CandidateRecord, ContextTrace, Unit
 
 
 def item_members(trace: ContextTrace) -> dict[str, list[CandidateRecord]]:
     """item id -> its members, the unit whose text it carries first, folded ones in fold order."""
-    folded_order = {op.unit_id: i for i, op in enumerate(trace.coalescing) if op.op == "fold_echo"}
+    folded_order = {op.unit_id: i for i, op in enumerate(trace.coalescing) if op.op == CoalescingKind.FOLD_ECHO}
     members: dict[str, list[CandidateRecord]] = {}
     for c in trace.candidates:
         if c.item_id is not None and c.noted_on is None:
@@ -28,7 +29,11 @@ def item_members(trace: ContextTrace) -> dict[str, list[CandidateRecord]]:
 
 def render_trace_item(trace: ContextTrace, item_id: str, members: Sequence[CandidateRecord], unit: Unit) -> str:
     """Re-render an item (admitted or not) exactly as budget admission rendered it."""
-    notes = tuple(op.note for op in trace.coalescing if op.op == "supersession_note" and op.item_id == item_id)
+    notes = tuple(
+        op.note
+        for op in trace.coalescing
+        if op.op == CoalescingKind.SUPERSESSION_NOTE and op.item_id == item_id
+    )
     return render_item(
         sources=[m.unit_id for m in members],
         evidence_class=unit.evidence_class,
