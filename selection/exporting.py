@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from governance.models import FrameVersion, Proposal
-from governance.selectors import current_frame_version
+from authority.models import FrameVersion
+from authority.selectors import current_frame_version
 from selection.corpus import (
     CorpusData,
     CorpusError,
     CorpusIssue,
     ProjectSpec,
-    ProposalSpec,
     SignalSpec,
     TaskFrameSpec,
     TaskSpec,
@@ -25,6 +24,7 @@ from selection.corpus.places import Place, Report
 from selection.corpus.tasks import CITABLE
 from selection.engine.types import OpenLoop, Unit
 
+from .corpus_parts import corpus_parts
 from .importing import FILE_EXTRAS, OPEN_LOOP_EXTRAS, PROPOSAL_EXTRAS, SIGNAL_EXTRAS, CorpusRefused
 from .models import Corpus, LinkKind, Project, UnitLink
 from .scoring import ledgers_of_corpus
@@ -75,7 +75,7 @@ def corpus_data(name: str, *, frames: str = "initial") -> CorpusData:
         projects=tuple(_project_spec(row, declared, frames) for row in project_rows),
         units=tuple(_unit_records(corpus, slugs)),
         tasks=tuple(_task_specs(corpus, slugs)),
-        proposals=tuple(_proposal_specs(project_rows, proposal_extras)),
+        proposals=tuple(spec for part in corpus_parts() for spec in part.export(project_rows, proposal_extras)),
         extras=extras,
         tasks_extras=file_extras.get("tasks.yaml", {}),
         proposals_extras=file_extras.get("proposals.yaml", {}),
@@ -195,25 +195,6 @@ def _task_specs(corpus: Corpus, slugs: dict[int, str]) -> list[TaskSpec]:
                 misassigned_work_type=row.misassigned_work_type or None,
                 ledger=ledgers.get(row.pk, {}),
                 extras=extras,
-            )
-        )
-    return specs
-
-
-def _proposal_specs(projects: list[Project], extras: dict[str, Any]) -> list[ProposalSpec]:
-    specs = []
-    rows = Proposal.objects.filter(project__in=projects).select_related("project").order_by("id")
-    for row in rows:
-        # a proposal written in the dashboard has no file id: it gets one from its row
-        uid = row.uid or f"proposal-{row.pk}"
-        specs.append(
-            ProposalSpec(
-                id=uid,
-                project=row.project.slug,
-                patch=row.patch,
-                title=row.title,
-                rationale=row.rationale,
-                extras=extras.get(uid, {}) if row.uid else {},
             )
         )
     return specs

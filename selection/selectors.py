@@ -14,13 +14,9 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet,
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from governance import access
+from authority import access
 from selection.engine.attribution import Attribution, attribute
-from selection.engine.counterfactual import (
-    CounterfactualReport,
-    counterfactuals,
-    request_from_trace,
-)
+from selection.engine.counterfactual import CounterfactualReport, counterfactuals
 from selection.engine.explain import (
     Check,
     LossFunnel,
@@ -33,13 +29,13 @@ from selection.engine.explain import (
     sum_funnels,
     trace_outcomes,
 )
-from selection.engine.pipeline import select
-from selection.engine.reason_codes import Disposition
+from selection.engine.index import CorpusIndex
+from selection.engine.reason_codes import Disposition, ReasonCode
 from selection.engine.types import SelectionRequest, SelectionResult, Unit
 
 from . import scoring, store
-from .models import MemoryUnit, Trace, TraceCandidate, UnitLink
-from .services import embed_query, trace_result
+from .models import EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate, UnitLink
+from .services import SelectionError, SelectionInputs, selection_request, selection_run, trace_result
 
 # --------------------------------------------------------------------------------------------
 # History
@@ -76,7 +72,7 @@ def trace_search(*, user, filters: TraceFilters) -> QuerySet[Trace]:
         .values("n")
     )
     traces = (
-        Trace.objects.filter(project__in=access.readable_projects(user))
+        Trace.objects.filter(project__in=access.readable_projects(user, Project.objects.all()))
         .select_related("project", "task")
         .defer("header", "bundle")
         .annotate(candidate_count=Subquery(candidate_count, output_field=IntegerField()))
@@ -111,10 +107,9 @@ def trace_search(*, user, filters: TraceFilters) -> QuerySet[Trace]:
 
 def trace_search_choices(*, user) -> dict[str, list]:
     """Values the history filters offer: readable projects, reason codes and dispositions."""
-    from selection.engine.reason_codes import Disposition, ReasonCode
-
+    readable = access.readable_projects(user, Project.objects.all())
     return {
-        "projects": list(access.readable_projects(user).order_by("slug").values_list("slug", flat=True)),
+        "projects": list(readable.order_by("slug").values_list("slug", flat=True)),
         "reasons": [r.value for r in ReasonCode],
         "dispositions": [d.value for d in Disposition],
     }
@@ -218,18 +213,25 @@ def trace_explained(trace: Trace) -> TraceExplained:
     )
 
 
-def stored_request(trace: Trace, result: SelectionResult) -> SelectionRequest:
-    """The request the trace was made from; dense vectors recomputed as run_selection computes them."""
+def stored_inputs(trace: Trace, result: SelectionResult) -> SelectionInputs:
+    """The inputs the trace was made from, as selection_run takes them (vectors recomputed)."""
     engine_trace = result.trace
-    dense = engine_trace.retriever.dense != "none"
-    objective = engine_trace.work_frame.objective
-    return request_from_trace(
-        engine_trace,
-        query_vector=embed_query(engine_trace.query) if dense else None,
-        objective_vector=embed_query(objective) if dense and objective else None,
+    return SelectionInputs(
+        project_frame=engine_trace.project_frame,
+        work_frame=engine_trace.work_frame,
+        query=engine_trace.query,
+        budget_tokens=engine_trace.budget_tokens,
+        condition=engine_trace.condition,
+        standpoint=engine_trace.standpoint,
         # the oracle reads the ledger; no other condition is handed it
         ledger=_task_ledger(trace) if engine_trace.condition == "CO" else None,
+        use_dense=engine_trace.retriever.dense != "none",
     )
+
+
+def stored_request(trace: Trace, result: SelectionResult, index: CorpusIndex) -> SelectionRequest:
+    """The engine request the trace was made from, built by the one request builder."""
+    return selection_request(stored_inputs(trace, result), index)
 
 
 @dataclass(frozen=True)
@@ -255,8 +257,8 @@ def trace_verify(trace: Trace) -> Verification:
     stored = check_stored_bundle(result.trace, result.bundle, trace.bundle_digest)
     try:
         index = store.corpus_index(trace.project.corpus_id)
-        rerun = select(stored_request(trace, result), index, result.trace.config)
-    except (ValueError, LookupError) as error:
+        rerun = selection_run(stored_inputs(trace, result), index, config=result.trace.config)
+    except (SelectionError, LookupError) as error:
         return Verification(stored, [], str(error))
     return Verification(stored, check_rerun(result.trace, trace.bundle_digest, rerun.trace))
 
@@ -264,7 +266,7 @@ def trace_verify(trace: Trace) -> Verification:
 def trace_counterfactual(trace: Trace, unit_uid: str) -> CounterfactualReport:
     result = trace_result(trace)
     index = store.corpus_index(trace.project.corpus_id)
-    return counterfactuals(result.trace, unit_uid, index, stored_request(trace, result))
+    return counterfactuals(result.trace, unit_uid, index, stored_request(trace, result, index))
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,24 +305,17 @@ def traces_funnel(trace_ids) -> LossFunnel:
     return sum_funnels(trace_funnels(trace_ids).values())
 
 
-def _grouped(groups: dict[str, list[int]]) -> dict[str, LossFunnel]:
+def grouped_funnels(groups: dict[str, list[int]]) -> dict[str, LossFunnel]:
     per_trace = trace_funnels([pk for ids in groups.values() for pk in ids])
     return {key: sum_funnels(per_trace[pk] for pk in ids if pk in per_trace) for key, ids in groups.items()}
 
 
 def _ledgers(task_ids: list[int]) -> dict[int, dict[str, str]]:
-    batch = getattr(scoring, "ledgers_for_tasks", None)
-    if batch is not None:
-        return batch(task_ids)
-    from .models import Task
-
-    return {t.pk: scoring.ledger_for_task(t) for t in Task.objects.filter(pk__in=task_ids)}
+    return scoring.ledgers_for_tasks(task_ids)
 
 
 def evaluation_funnels(evaluation) -> dict[str, LossFunnel]:
     """Condition (and variant, when not declared) -> the funnel summed over its runs."""
-    from .models import EvaluationRun
-
     groups: dict[str, list[int]] = defaultdict(list)
     for condition, variant, trace_id in (
         EvaluationRun.objects.filter(evaluation=evaluation)
@@ -329,16 +324,4 @@ def evaluation_funnels(evaluation) -> dict[str, LossFunnel]:
     ):
         key = condition if variant == "declared" else f"{condition} ({variant})"
         groups[key].append(trace_id)
-    return _grouped(groups)
-
-
-def backtest_funnels(backtest) -> dict[str, LossFunnel]:
-    """Side (baseline, candidate) -> the funnel summed over the backtest's task replays."""
-    from backtest.models import TaskReplay
-
-    groups: dict[str, list[int]] = defaultdict(list)
-    for side, trace_id in (
-        TaskReplay.objects.filter(backtest=backtest).order_by("side", "task_id").values_list("side", "trace_id")
-    ):
-        groups[side].append(trace_id)
-    return _grouped({side: groups.get(side, []) for side in ("baseline", "candidate")})
+    return grouped_funnels(groups)

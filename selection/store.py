@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from authority.selectors import frame_version_by_id
 from selection.corpus.frames import check_frame
 from selection.corpus.issues import CorpusError
 from selection.corpus.places import Place, Report
@@ -45,9 +46,7 @@ def frame_of_version(version_id: int, *, version=None) -> tuple[int, ProjectFram
     if cached is not None:
         return cached
     if version is None:
-        from governance.models import FrameVersion
-
-        version = FrameVersion.objects.select_related("project").get(pk=version_id)
+        version = frame_version_by_id(version_id=version_id)
     frame = frame_from_snapshot(project=version.project, number=version.number, snapshot=version.snapshot)
     parsed = (version.number, frame)
     with _index_lock:

@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from governance import access
+from authority.selectors import current_frame_version
 from selection.engine.explain import trace_diff
 from selection.engine.reason_codes import REACHES_MODEL, CoalescingKind, Stage
 from selection.engine.types import SIGNAL_NAMES
@@ -309,7 +309,6 @@ def trace_diff_view(request):
 def trace_now(request, pk: int):
     trace, caps = selectors.readable_trace(user=request.user, pk=pk)
     if request.method == "POST":
-        access.access_replay(request.user, trace.project)
         replay = services.trace_replay(trace=trace, actor=request.user, source=REPLAY_SOURCE)
         return redirect(f"{reverse('trace-now', args=[trace.pk])}?replay={replay.pk}")
     replay_pk = _int(request.GET.get("replay", ""))
@@ -320,8 +319,6 @@ def trace_now(request, pk: int):
 
 
 def _current_version(trace):
-    from governance.selectors import current_frame_version
-
     return current_frame_version(project=trace.project)
 
 

@@ -10,9 +10,9 @@ import time
 
 from django.db import connections
 
+from authority.models import FrameVersion
 from backtest import services as backtest_services
 from backtest.models import Backtest, BacktestStatus, ReplaySide
-from governance.models import FrameVersion
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Task
 
