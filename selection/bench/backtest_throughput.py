@@ -13,6 +13,7 @@ from django.db import connections
 from authority.models import FrameVersion
 from backtest import services as backtest_services
 from backtest.models import Backtest, BacktestStatus, ReplaySide
+from backtest.taskset import task_set_digest
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Task
 
@@ -38,7 +39,7 @@ def time_backtest(stored: StoredBench, workers: int) -> dict:
         proposal=stored.proposal, baseline_version=baseline,
         candidate_version=stored.proposal.frame_version, condition="C6",
         task_ids=[t.pk for t in tasks],
-        task_set_digest=backtest_services.backtest_task_set_digest(project=project),
+        task_set_digest=task_set_digest(project=project),
         engine_version=ENGINE_VERSION, gates={}, status=BacktestStatus.QUEUED,
     )
     # a worker that has run a while: index built, queries embedded, rows cached (inherited by fork)
