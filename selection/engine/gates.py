@@ -1,5 +1,6 @@
 """The gate specification a frame declares, one typed frozen object from corpus.yaml to the backtest's
-decision; the only list of limit bounds and the only parser of a stored `gates` mapping.
+decision, and the project's only list of limit bounds. The corpus reader builds it with located
+issues; Gates.from_spec reads a stored `gates` mapping (snapshot, backtest row) into it.
 """
 
 from __future__ import annotations
