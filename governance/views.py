@@ -79,7 +79,6 @@ def proposal_create(request, slug: str):
         raise Http404(f"{project.slug} has no promoted frame version")
     declared = selectors.declared_projects(project=project)
     if request.method == "POST":
-        access.access_propose(request.user, project)
         form = ProposeForm(request.POST, base=base.snapshot, declared=declared)
         if form.is_valid():
             try:

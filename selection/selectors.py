@@ -31,11 +31,12 @@ from selection.engine.explain import (
 )
 from selection.engine.index import CorpusIndex
 from selection.engine.reason_codes import Disposition, ReasonCode
-from selection.engine.types import SelectionRequest, SelectionResult, Unit
+from selection.engine.types import SelectionRequest, SelectionResult
 
 from . import scoring, store
-from .models import EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate, UnitLink
-from .services import SelectionError, SelectionInputs, selection_request, selection_run, trace_result
+from .models import EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate
+from .services import SelectionError, SelectionInputs, selection_request, selection_run
+from .store import trace_result
 
 # --------------------------------------------------------------------------------------------
 # History
@@ -137,36 +138,6 @@ def _present(corpus_id: int, uids) -> set[str]:
     return set(MemoryUnit.objects.filter(corpus_id=corpus_id, uid__in=list(uids)).values_list("uid", flat=True))
 
 
-def units_by_uid(*, corpus_id: int, uids) -> dict[str, Unit]:
-    """Engine Units for a few unit ids (text, title, class and refutations: what rendering needs)."""
-    uids = sorted(set(uids))
-    if not uids:
-        return {}
-    rows = list(
-        MemoryUnit.objects.filter(corpus_id=corpus_id, uid__in=uids).values(
-            "id", "uid", "project__slug", "evidence_class", "text", "title"
-        )
-    )
-    refutes: dict[int, list[str]] = defaultdict(list)
-    for source_id, target in (
-        UnitLink.objects.filter(source_id__in=[r["id"] for r in rows], kind="refutes")
-        .order_by("source_id", "position")
-        .values_list("source_id", "target__uid")
-    ):
-        refutes[source_id].append(target)
-    return {
-        r["uid"]: Unit(
-            id=r["uid"],
-            project=r["project__slug"],
-            evidence_class=r["evidence_class"],
-            text=r["text"],
-            title=r["title"],
-            refutes=tuple(refutes.get(r["id"], ())),
-        )
-        for r in rows
-    }
-
-
 @dataclass
 class TraceExplained:
     """Everything the trace page shows that is computed rather than stored."""
@@ -201,7 +172,7 @@ def trace_explained(trace: Trace) -> TraceExplained:
         candidates = {c.unit_id for c in engine_trace.candidates}
         missing = [(u, stage) for u, stage in funnel.units if u not in candidates]
     omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == Disposition.BUDGET_OMITTED]
-    units = units_by_uid(corpus_id=corpus_id, uids=omitted)
+    units = store.units_by_uid(corpus_id=corpus_id, uids=omitted)
     return TraceExplained(
         trace=trace,
         result=result,

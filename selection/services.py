@@ -23,8 +23,6 @@ from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.timings import StageTimings, TimedStage, timed
 from selection.engine.types import (
-    ContextBundle,
-    ContextTrace,
     EngineConfig,
     ProjectFrame,
     SelectionRequest,
@@ -285,13 +283,6 @@ def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[TraceCandidate]]:
     return trace, rows
 
 
-def trace_result(trace: Trace) -> SelectionResult:
-    """Rebuild the engine's SelectionResult from a stored trace (for diffs, replays, verify)."""
-    doc = dict(trace.header)
-    doc["candidates"] = [c.record for c in trace.candidates.order_by("position")]
-    return SelectionResult(bundle=ContextBundle.from_dict(trace.bundle), trace=ContextTrace.from_dict(doc))
-
-
 def replay_task(
     *,
     task: Task,
@@ -324,7 +315,7 @@ def trace_replay(*, trace: Trace, actor, source: str = "replay") -> Trace:
     promoted frame; the new trace and its audit entry are written together. Needs a lead or a
     reviewer of the trace's project (authority.access.access_replay)."""
     access.access_replay(actor, trace.project)
-    engine_trace = trace_result(trace).trace
+    engine_trace = store.trace_result(trace).trace
     ledger = None
     if engine_trace.condition == "CO" and trace.task_id:
         ledger = ledger_for_task(trace.task)

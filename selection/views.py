@@ -292,7 +292,7 @@ def trace_counterfactual(request, pk: int, unit_uid: str):
 def _diff_context(request, a_pk: int, b_pk: int) -> dict:
     a, _ = selectors.readable_trace(user=request.user, pk=a_pk)
     b, _ = selectors.readable_trace(user=request.user, pk=b_pk)
-    ra, rb = services.trace_result(a), services.trace_result(b)
+    ra, rb = selectors.trace_result(a), selectors.trace_result(b)
     return {"a": a, "b": b, "diff": trace_diff(ra.trace, rb.trace)}
 
 
@@ -333,7 +333,7 @@ CSV_EXTRA = ("item_id", "eligible", "eligibility_detail", "budget_spent", "pulle
 def trace_export(request, pk: int, fmt: str):
     trace, _ = selectors.readable_trace(user=request.user, pk=pk)
     if fmt == "json":
-        doc = services.trace_result(trace).trace.as_dict()
+        doc = selectors.trace_result(trace).trace.as_dict()
         response = JsonResponse(doc, json_dumps_params={"indent": 1})
         response["Content-Disposition"] = f'attachment; filename="trace-{trace.pk}.json"'
         return response

@@ -298,7 +298,7 @@ def test_filters_narrow_the_table(lab, auditor_client):
 
 
 def test_sorting_orders_the_table_and_htmx_gets_only_the_table(lab, auditor_client):
-    from selection.services import trace_result
+    from selection.store import trace_result
 
     trace = lab.select().trace
     records = trace_result(trace).trace.candidates
@@ -425,7 +425,8 @@ def test_backtest_funnels_sum_each_side(lab, people):
 
 def test_near_misses_show_cost_and_what_would_give_way(lab, auditor_client):
     from selection.engine.explain import item_members, render_trace_item
-    from selection.selectors import trace_explained, units_by_uid
+    from selection.selectors import trace_explained
+    from selection.store import units_by_uid
 
     trace = lab.select().trace
     explained = trace_explained(trace)
@@ -477,7 +478,7 @@ def test_counterfactual_finds_the_smallest_budget_increase(lab, auditor_client):
 
 
 def test_counterfactual_moves_an_absent_class_into_the_work_type_list(lab, auditor_client):
-    from selection import services, store
+    from selection import store
 
     trace = lab.select().trace
     html = auditor_client.get(reverse("trace-counterfactual", args=[trace.pk, "p1"])).content.decode()
@@ -490,7 +491,7 @@ def test_counterfactual_moves_an_absent_class_into_the_work_type_list(lab, audit
     # recompute with the engine: k places up admits p1, k - 1 does not
     from selection.engine.counterfactual import _with_classes  # noqa: PLC2701
 
-    result = services.trace_result(trace)
+    result = store.trace_result(trace)
     frame = result.trace.project_frame
     listed = list(frame.classes_for("review"))
 
@@ -513,7 +514,7 @@ def test_counterfactual_moves_an_absent_class_into_the_work_type_list(lab, audit
 def store_request(lab, trace):
     from selection import store
     from selection.selectors import stored_request
-    from selection.services import trace_result
+    from selection.store import trace_result
 
     return stored_request(trace, trace_result(trace), store.corpus_index(trace.project.corpus_id))
 
@@ -608,7 +609,7 @@ def test_roles_outside_the_project_see_nothing(lab, people, client):
 
 def test_export_json_round_trips_and_csv_has_one_row_per_candidate(lab, auditor_client):
     from selection.engine.types import ContextTrace
-    from selection.services import trace_result
+    from selection.store import trace_result
 
     trace = lab.select().trace
     response = auditor_client.get(reverse("trace-export", args=[trace.pk, "json"]))
