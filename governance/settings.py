@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "selection",
     "governance",
     "backtest",
+    "bench",
 ]
 
 MIDDLEWARE = [

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
+from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
-from selection.engine.types import Gate, Gates, ProjectFrame
+from selection.engine.types import ProjectFrame
 
 FRAME_KEYS = (
     "purpose",
@@ -23,8 +24,6 @@ FRAME_KEYS = (
     "gates",
     "approval",  # project extension (format 1.1 + this project): see docs/corpus-format.md
 )
-GATES_KEYS = ("primary", "min_improvement", "limits")
-LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
 APPROVAL_KEYS = ("required_approvals", "rejection_blocks", "approver_may_promote")
 MAX_REQUIRED_APPROVALS = 20
 
