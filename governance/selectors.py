@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404
 
 from backtest.models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus
 from selection.models import MemoryUnit, Project
+from selection.corpus.frames import listed_classes
 
 from . import access
 from .models import AuditEntry, FrameVersion, Promotion, Proposal, ProposalState
@@ -109,6 +110,8 @@ class WorkTypeRow:
     name: str
     classes: tuple[str, ...]
     open_loop: bool
+    description: str = ""  # long form (corpus format 1.1)
+    cues: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,8 +133,14 @@ def frame_view(snapshot: dict) -> FrameView:
     work_types = snapshot.get("work_types") or {}
     open_loop = tuple(snapshot.get("open_loop_work_types") or ())
     rows = tuple(
-        WorkTypeRow(name, tuple(classes or ()), name in open_loop)
-        for name, classes in sorted(work_types.items())
+        WorkTypeRow(
+            name,
+            tuple(listed_classes(entry) or ()),
+            name in open_loop,
+            (entry.get("description") or "") if isinstance(entry, dict) else "",
+            tuple(entry.get("cues") or ()) if isinstance(entry, dict) else (),
+        )
+        for name, entry in sorted(work_types.items())
     )
     return FrameView(
         snapshot=snapshot,

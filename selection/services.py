@@ -14,7 +14,14 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from selection.engine.pipeline import select
-from selection.engine.types import ProjectFrame, SelectionRequest, SelectionResult, WorkFrame
+from selection.engine.policy import UnknownWorkType as EngineUnknownWorkType
+from selection.engine.types import (
+    EngineConfig,
+    ProjectFrame,
+    SelectionRequest,
+    SelectionResult,
+    WorkFrame,
+)
 
 from . import store
 from .models import Project, Task, Trace, TraceCandidate
@@ -22,6 +29,11 @@ from .models import Project, Task, Trace, TraceCandidate
 
 class SelectionError(ValueError):
     """A selection request that cannot run (unknown project, no promoted frame, bad condition)."""
+
+
+class UnknownWorkType(SelectionError):
+    """A caller declared a work type the project frame does not list (the API answers 422): it
+    never silently becomes the frame's default classes."""
 
 
 _QUERY_VECTORS: OrderedDict[str, tuple[float, ...]] = OrderedDict()
@@ -89,9 +101,42 @@ def run_selection(
     source: str = "select",
     persist: bool = True,
     use_dense: bool = True,
+    builder: str | None = None,
+    abstention: bool = True,
 ) -> Selection:
-    """Select context for one request through the engine and (by default) write its trace."""
+    """Select context for one request through the engine and (by default) write its trace.
+
+    `builder` establishes the work frame from its signals first ("default": declared when a work
+    type is given, else the frame's configured builder); None runs `work_frame` as given (replays
+    of a stored frame). `abstention=False` runs every frame at full strength, whatever its
+    establishment (the evaluation's "no abstention" column).
+    """
+    from .framing import FramingError, builder_for, work_frame_establish
+
     number, project_frame = frame_for(project, frame_version)
+    try:
+        if builder is not None:
+            work_frame = work_frame_establish(
+                builder=builder_for(builder, work_frame, project_frame),
+                project=project,
+                project_frame=project_frame,
+                work_frame=work_frame,
+                task=task,
+            )
+    except EngineUnknownWorkType as error:
+        raise UnknownWorkType(str(error)) from error
+    except FramingError as error:
+        raise SelectionError(str(error)) from error
+    if (
+        work_frame.establishment == "declared"
+        and work_frame.work_type is not None
+        and not project_frame.lists(work_frame.work_type)
+    ):
+        listed = ", ".join(project_frame.work_type_names) or "none"
+        raise UnknownWorkType(
+            f'work type "{work_frame.work_type}" is not listed by the {project.slug} frame '
+            f"v{number}; listed: {listed}"
+        )
     index = store.corpus_index(project.corpus_id)
     query_vector = objective_vector = None
     if use_dense and index.dense is not None:
@@ -111,7 +156,9 @@ def run_selection(
         ledger=ledger,
     )
     try:
-        result = select(request, index)
+        result = select(request, index, EngineConfig(abstention=abstention))
+    except EngineUnknownWorkType as error:
+        raise UnknownWorkType(str(error)) from error
     except ValueError as error:
         raise SelectionError(str(error)) from error
     trace = trace_write(result, project=project, frame_version=number, task=task, source=source) if persist else None
@@ -231,11 +278,15 @@ def replay_task(
     work_type: str | None = None,
     source: str = "evaluation",
     persist: bool = True,
+    work_frame: WorkFrame | None = None,
+    abstention: bool = True,
 ) -> Selection:
-    """Replay one corpus task: its declared work frame (or another work type), query and budget."""
+    """Replay one corpus task: its declared work frame (another work type, or a frame a builder
+    established from its signals), query and budget."""
     from .scoring import ledger_for_task
 
-    work_frame = store.work_frame_for_task(task, work_type=work_type)
+    if work_frame is None:
+        work_frame = store.work_frame_for_task(task, work_type=work_type)
     return run_selection(
         project=task.project,
         query=task.query,
@@ -249,6 +300,7 @@ def replay_task(
         ledger=ledger_for_task(task) if condition == "CO" else None,
         source=source,
         persist=persist,
+        abstention=abstention,
     )
 
 
@@ -275,6 +327,7 @@ def trace_replay(*, trace: Trace, actor, source: str = "replay") -> Trace:
             ledger=ledger,
             source=source,
             use_dense=engine_trace.retriever.dense != "none",
+            abstention=engine_trace.config.abstention,
         )
         audit_record(
             actor=actor,
