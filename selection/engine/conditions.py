@@ -93,7 +93,8 @@ def effective_condition(
     Declared and confidently inferred frames run exactly as named. Only conditions that read the
     work frame (class_policy == "work_type") are touched:
       inferred-ambiguous, policy "merge" -> "<name>~merged": scope kept, the preference widened to
-          the merged order of the plausible work types;
+          the merged order of the plausible work types (eligibility and class pull read it; the
+          ranking does not bucket by it);
       inferred-ambiguous, policy "soft" -> "<name>~soft": the frame may still widen recall
           (objective query, class pull) but neither excludes nor reorders;
       unknown (or ambiguous under policy "query") -> "<name>~query": no objective query, no class
@@ -114,10 +115,15 @@ def effective_condition(
     elif establishment == "unknown":
         behaviour = policy.unknown
     if behaviour == "merge":
-        merged = replace(condition, name=f"{condition.name}~merged", class_policy="merged")
+        # the order between the plausible work types' classes is exactly what is not
+        # established, so the merged list widens eligibility and class pull but does not bucket
+        # the ranking: candidates rank by score (measured on fixtures/context-lab, docs/results.md)
+        merged = replace(
+            condition, name=f"{condition.name}~merged", class_policy="merged", flat_rank=True
+        )
         return merged, (
             "work frame inferred-ambiguous: scope kept, preference widened to the plausible "
-            "work types (merged order)"
+            "work types (merged order; ranked by score, not by class)"
         )
     if behaviour == "soft":
         soft = replace(

@@ -100,7 +100,7 @@ def class_order(
             )
         return merged_order([frame.classes_for(name) for name in plausible]), (
             f"merged order of the plausible work types {', '.join(plausible)} "
-            f"(work frame {work.establishment})"
+            f"(work frame {work.establishment}; ranked by score, not by class)"
         )
     if work.work_type is None:
         return frame.default_classes, "default_classes: the work frame names no work type"

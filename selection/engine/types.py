@@ -113,7 +113,7 @@ class BuilderThresholds(_Serialisable):
 DEFAULT_THRESHOLDS: tuple[BuilderThresholds, ...] = (
     BuilderThresholds("cue", margin=1.0, min_score=1.0),
     BuilderThresholds("model", margin=0.2, min_score=0.5),
-    BuilderThresholds("similarity", margin=0.03, min_score=0.25),
+    BuilderThresholds("similarity", margin=0.05, min_score=0.25),
 )
 AMBIGUOUS_BEHAVIOURS = ("merge", "soft", "query")
 UNKNOWN_BEHAVIOURS = ("query",)
