@@ -132,11 +132,7 @@ def run_selection(
         and work_frame.work_type is not None
         and not project_frame.lists(work_frame.work_type)
     ):
-        listed = ", ".join(project_frame.work_type_names) or "none"
-        raise UnknownWorkType(
-            f'work type "{work_frame.work_type}" is not listed by the {project.slug} frame '
-            f"v{number}; listed: {listed}"
-        )
+        raise UnknownWorkType(str(EngineUnknownWorkType.of(project_frame, work_frame.work_type)))
     index = store.corpus_index(project.corpus_id)
     query_vector = objective_vector = None
     if use_dense and index.dense is not None:

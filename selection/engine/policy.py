@@ -68,6 +68,14 @@ class Working:
 class UnknownWorkType(ValueError):
     """A declared work type the project frame does not list: an error, never a silent fallback."""
 
+    @classmethod
+    def of(cls, frame: ProjectFrame, work_type: str) -> UnknownWorkType:
+        listed = ", ".join(frame.work_type_names) or "none"
+        return cls(
+            f'work type "{work_type}" is not listed by the {frame.project} frame '
+            f"v{frame.version}; listed: {listed}"
+        )
+
 
 def preferences(condition: Condition, frame: ProjectFrame, work: WorkFrame) -> tuple[str, ...]:
     """The class-preference order the condition ranks by (see `class_order`)."""
@@ -94,10 +102,7 @@ def class_order(
         plausible = work.plausible_work_types or ((work.work_type,) if work.work_type else ())
         unlisted = [name for name in plausible if not frame.lists(name)]
         if unlisted:
-            raise UnknownWorkType(
-                f"work type {unlisted[0]!r} is not listed by the {frame.project} frame; "
-                f"listed: {', '.join(frame.work_type_names) or 'none'}"
-            )
+            raise UnknownWorkType.of(frame, unlisted[0])
         return merged_order([frame.classes_for(name) for name in plausible]), (
             f"merged order of the plausible work types {', '.join(plausible)} "
             f"(work frame {work.establishment}; ranked by score, not by class)"
@@ -105,10 +110,7 @@ def class_order(
     if work.work_type is None:
         return frame.default_classes, "default_classes: the work frame names no work type"
     if not frame.lists(work.work_type):
-        raise UnknownWorkType(
-            f"work type {work.work_type!r} is not listed by the {frame.project} frame; "
-            f"listed: {', '.join(frame.work_type_names) or 'none'}"
-        )
+        raise UnknownWorkType.of(frame, work.work_type)
     soft = " (soft: neither excludes nor reorders)" if condition.flat_rank else ""
     return frame.classes_for(work.work_type), (
         f"work type {work.work_type}: its listed classes{soft}"

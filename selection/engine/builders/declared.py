@@ -14,10 +14,7 @@ def build_declared(inputs: BuilderInput, tools: BuilderTools):
         return unknown_frame(inputs, "declared")
     frame = inputs.project_frame
     if not frame.lists(declared.work_type):
-        raise UnknownWorkType(
-            f"work type {declared.work_type!r} is not listed by the {frame.project} frame; "
-            f"listed: {', '.join(frame.work_type_names) or 'none'}"
-        )
+        raise UnknownWorkType.of(frame, declared.work_type)
     return replace(
         declared,
         establishment="declared",

@@ -136,7 +136,7 @@ def test_declared_builder_refuses_an_unlisted_work_type():
     inputs = BuilderInput(
         signals=(), project_frame=FRAME, declared=mini_work(work_type="architecture")
     )
-    with pytest.raises(UnknownWorkType, match="'architecture' is not listed"):
+    with pytest.raises(UnknownWorkType, match='"architecture" is not listed by the alpha frame v3'):
         build_work_frame("declared", inputs)
     kept = build_work_frame("declared", replace(inputs, declared=mini_work()))
     assert kept.establishment == "declared" and kept.work_type == "review"
