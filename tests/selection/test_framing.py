@@ -444,3 +444,23 @@ def test_evaluate_builders_writes_the_frame_builder_table(flab, tmp_path):
     assert "Frame builders (C6" in printed and "Builder hazard" in printed
     with pytest.raises(CommandError, match="unknown frame builder 'keyword'"):
         call_command("evaluate", "flab", "--builders", "keyword", stdout=StringIO())
+
+
+def test_evaluation_page_shows_the_builder_tables(flab, client, django_user_model):
+    from governance.models import RoleGrant
+    from selection.evaluation import evaluation_run
+    from selection.models import Project
+
+    evaluation = evaluation_run(corpus="flab", conditions="C0,C6", builders="cue")
+    user = django_user_model.objects.create_user("auditor")
+    RoleGrant.objects.create(user=user, project=Project.objects.get(slug="flab"), role="auditor")
+    client.force_login(user)
+    html = client.get(reverse("evaluation-detail", args=[evaluation.pk])).content.decode()
+    table = html[html.index('id="builders"') : html.index('id="builder-cue"')]
+    row = table[table.index('data-builder="cue"') :]
+    cells = [c for c in __import__("re").findall(r'<td class="num">([^<]*)</td>', row[: row.index("</tr>")])]
+    assert cells[0] == "0.667" and cells[3] == "1"  # accuracy; one ambiguous task
+    per_task = html[html.index('id="builder-cue"') : html.index('id="builder-hazard"')]
+    assert "t-ambiguous" in per_task and "inferred-ambiguous" in per_task
+    hazard = html[html.index('id="builder-hazard"') :]
+    assert "t-ambiguous" in hazard[: hazard.index("</table>")]
