@@ -13,9 +13,8 @@ from typing import Any
 from django import forms
 
 from backtest.models import ApprovalVerdict
-from selection.corpus.places import IDENTIFIER
-
 from selection.corpus.frames import listed_classes
+from selection.corpus.places import IDENTIFIER
 
 from .frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch
 

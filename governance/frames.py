@@ -241,10 +241,10 @@ def _diff_work_type(name: str, left: Any, right: Any) -> list[FieldDiff]:
 
     rows = []
     for key in WORK_TYPE_KEYS:
-        l, r = part(left, key), part(right, key)
-        if l is _ABSENT and r is _ABSENT:
+        before, after = part(left, key), part(right, key)
+        if before is _ABSENT and after is _ABSENT:
             continue
-        rows.append(_diff_value(f"work_types.{name}.{key}", l, r))
+        rows.append(_diff_value(f"work_types.{name}.{key}", before, after))
     return rows
 
 

@@ -10,8 +10,8 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
 from backtest.models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus
-from selection.models import MemoryUnit, Project
 from selection.corpus.frames import listed_classes
+from selection.models import MemoryUnit, Project
 
 from . import access
 from .models import AuditEntry, FrameVersion, Promotion, Proposal, ProposalState

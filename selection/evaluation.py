@@ -15,11 +15,10 @@ from itertools import combinations
 from django.db import transaction
 
 from selection.engine.attribution import FailureCode
+from selection.engine.builders import BUILDERS
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
 from selection.engine.metrics import METRICS, overlap
 from selection.engine.pipeline import ENGINE_VERSION
-
-from selection.engine.builders import BUILDERS
 
 from . import store
 from .builder_table import (

@@ -7,8 +7,8 @@ from collections.abc import Collection
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
-from selection.engine.metrics import METRICS
 from selection.engine.builders import BUILDERS
+from selection.engine.metrics import METRICS
 from selection.engine.types import (
     AMBIGUOUS_BEHAVIOURS,
     DEFAULT_THRESHOLDS,

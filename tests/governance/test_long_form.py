@@ -68,7 +68,15 @@ def test_project_page_shows_descriptions_and_cues(client, project, users, submit
     from governance.models import Promotion
 
     proposal = submit(
-        {"work_types": {"publication-review": {"classes": ["chapter-prose"], "cues": ["prose"], "description": "Ready to publish?"}}}
+        {
+            "work_types": {
+                "publication-review": {
+                    "classes": ["chapter-prose"],
+                    "cues": ["prose"],
+                    "description": "Ready to publish?",
+                }
+            }
+        }
     )
     Promotion.objects.create(project=project, frame_version=proposal.frame_version, sequence=2)
     html = login(client, users["auditor"]).get(reverse("project-detail", args=["alpha"])).content.decode()

@@ -320,10 +320,10 @@ def chat_server():
 
 
 def _model_inputs():
+    import yaml
+
     from selection.corpus.frames import check_frame
     from selection.corpus.places import Place, Report
-
-    import yaml
 
     raw = yaml.safe_load(CORPUS)["projects"][0]["frame"]
     frame = check_frame(raw, Place("frame"), Report(), project="flab", declared=["flab"])

@@ -20,7 +20,6 @@ from .common import (
     unknown_frame,
 )
 
-
 NEIGHBOURS = 3  # past tasks per work type that vote
 
 

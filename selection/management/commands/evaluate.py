@@ -132,7 +132,8 @@ class Command(BaseCommand):
         out(self._row("C0 (no frame)", ["", "", "", "", "", f"{c0:.3f}", f"{c0:.3f}"], first=14))
         for name, row in table.items():
             out(f"\nPer task, {name} builder: work type, establishment, recall vs C0")
-            out(self._row("task", ["declared", "built", "establishment", "abstain", "no abst.", "C0"], first=24, width=22))
+            heads = ["declared", "built", "establishment", "abstain", "no abst.", "C0"]
+            out(self._row("task", heads, first=24, width=22))
             for task, cell in row["abstention"]["tasks"].items():
                 info = details[name]["tasks"][task]
                 values = [
