@@ -12,7 +12,6 @@ from typing import Any
 
 from django import forms
 
-from backtest.models import ApprovalVerdict
 from selection.corpus.frames import listed_classes
 from selection.corpus.places import IDENTIFIER
 
@@ -332,12 +331,6 @@ def _work_type_entry(base: Any, classes: list[str], description: str, cues: list
     if cues:
         entry["cues"] = cues
     return entry
-
-
-class ReviewForm(forms.Form):
-    backtest = forms.IntegerField(widget=forms.HiddenInput)
-    verdict = forms.ChoiceField(choices=ApprovalVerdict.choices, widget=forms.RadioSelect)
-    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
 
 
 class AuditFilterForm(forms.Form):

@@ -14,6 +14,9 @@ from itertools import combinations
 
 from django.db import transaction
 
+from authority.access import access_evaluate
+from authority.audit import audit_record
+from authority.selectors import current_frame_version
 from selection.engine.attribution import FailureCode
 from selection.engine.builders import BUILDERS
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
@@ -176,12 +179,8 @@ def evaluation_run(
     the task's signals, run at C6 with abstention (the frame policy) and without it, beside the
     declared frame and C0 (both added to the conditions when missing).
     """
-    from governance.selectors import current_frame_version
-
     corpus = _corpus(corpus)
     if actor is not None:
-        from governance.access import access_evaluate
-
         access_evaluate(actor, corpus)  # before any work: a refused run writes nothing
     try:
         names = parse_conditions(conditions)
@@ -410,8 +409,6 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
 
 
 def _audit(evaluation: Evaluation, corpus: Corpus, names, actor) -> None:
-    from governance.services import audit_record
-
     means = evaluation.result["conditions"]
     audit_record(
         actor=actor,

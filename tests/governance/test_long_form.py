@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from governance.models import FrameVersion, Proposal
+from authority.models import FrameVersion
+from governance.models import Proposal
 
 from .test_views import form_data, login
 
@@ -65,7 +66,7 @@ def test_a_long_form_work_type_is_patched_field_by_field_and_shown(client, proje
 
 
 def test_project_page_shows_descriptions_and_cues(client, project, users, submit):
-    from governance.models import Promotion
+    from authority.models import Promotion
 
     proposal = submit(
         {

@@ -250,7 +250,7 @@ def test_similarity_never_uses_the_task_being_judged(flab):
 
 
 def test_trace_page_shows_how_the_frame_was_established(flab, client, django_user_model):
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
     from selection.engine.types import WorkFrame
     from selection.models import Project
     from selection.services import run_selection
@@ -447,7 +447,7 @@ def test_evaluate_builders_writes_the_frame_builder_table(flab, tmp_path):
 
 
 def test_evaluation_page_shows_the_builder_tables(flab, client, django_user_model):
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
     from selection.evaluation import evaluation_run
     from selection.models import Project
 
