@@ -84,3 +84,27 @@ def test_project_page_shows_descriptions_and_cues(client, project, users, submit
     row = html.split('id="wt-publication-review"')[1].split("</tr>")[0]
     assert "Ready to publish?" in row and '<span class="chip cue">prose</span>' in row
     assert '<span class="rank">1</span> chapter-prose' in row
+
+
+def test_frame_checks_read_the_long_form():
+    from governance import frames
+
+    from .conftest import FRAME
+
+    long_form = {
+        "work_types": {
+            "implementation-review": {"classes": ["decision", "rule", "decision"], "cues": ["code"]},
+            "triage": {"classes": ["measurement-contract"], "description": "Sorting reports."},
+        }
+    }
+    frame, _ = frames.apply_patch(FRAME, long_form)
+    issues = frames.frame_issues(frame, project="alpha", declared=["alpha", "beta"])
+    assert [str(i) for i in issues] == [
+        'work_types.implementation-review.classes[2]: "decision" is listed twice (first at [0])'
+    ]
+    warnings = frames.unknown_class_warnings(frame, carried={"decision", "rule"}, scope=["alpha"])
+    assert 'work_types.triage.classes[0]: no unit in scope (alpha) carries the class "measurement-contract"' in warnings
+    missing = frames.apply_patch(FRAME, {"work_types": {"triage": {"description": "No classes."}}})[0]
+    assert [str(i) for i in frames.frame_issues(missing, project="alpha", declared=["alpha"])] == [
+        'work_types.triage.classes: required key "classes" is missing'
+    ]
