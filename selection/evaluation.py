@@ -18,7 +18,7 @@ from authority.access import access_evaluate
 from authority.audit import audit_record
 from authority.selectors import current_frame_version
 from selection.engine.attribution import FailureCode
-from selection.engine.builders import BUILDERS
+from selection.engine.builders import BUILDERS, establishment_of
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
 from selection.engine.metrics import METRICS, overlap
 from selection.engine.pipeline import ENGINE_VERSION
@@ -214,7 +214,7 @@ def evaluation_run(
         for condition, variant, work_type in plan:
             runs.append(_replay(task, condition, variant, work_type, version, ledger))
         for builder in chosen_builders:
-            runs.extend(_builder_runs(task, builder, version, ledger))
+            runs.extend(_builder_runs(task, builder, version, ledger, hazard=hazard_on))
 
     with transaction.atomic():
         traces = traces_write([r.entry for r in runs])
@@ -269,15 +269,22 @@ def _replay(task, condition, variant, work_type, version, ledger) -> _Run:
     return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), entry)
 
 
-def _builder_runs(task, builder: str, version, ledger) -> list[_Run]:
-    """The task's frame as `builder` establishes it, run at C6 with and without abstention."""
+def _builder_runs(task, builder: str, version, ledger, *, hazard: bool = False) -> list[_Run]:
+    """The task's frame as `builder` establishes it, run at C6 with and without abstention; with
+    `hazard`, also the task's misassigned work type established against the builder's own scores
+    and run with abstention (the hazard table's abstention column)."""
     _, project_frame = store.frame_of_version(version.pk, version=version)
     try:
         work_frame = task_work_frame(task=task, builder=builder, project_frame=project_frame)
     except (SelectionError, ValueError) as error:
         raise EvaluationError(f"{task.uid} with the {builder} builder: {error}") from error
+    plan = [(f"{builder}:{side}".replace("_", "-"), side, work_frame, side == ABSTENTION) for side in SIDES]
+    if hazard and task.misassigned_work_type and builder != "declared":
+        thresholds = project_frame.establishment.thresholds_for(builder)
+        wrong = establishment_of(work_frame, task.misassigned_work_type, thresholds)
+        plan.append((f"{MISASSIGNED}:{builder}", MISASSIGNED, wrong, True))
     runs = []
-    for side in SIDES:
+    for variant, side, frame, abstention in plan:
         try:
             selection = replay_task(
                 task=task,
@@ -285,17 +292,16 @@ def _builder_runs(task, builder: str, version, ledger) -> list[_Run]:
                 condition=BUILDER_CONDITION,
                 source=TRACE_SOURCE,
                 persist=False,
-                work_frame=work_frame,
-                abstention=side == ABSTENTION,
+                work_frame=frame,
+                abstention=abstention,
             )
         except SelectionError as error:
             raise EvaluationError(f"{task.uid} with the {builder} builder: {error}") from error
         score = score_result(task, selection.result, selection.project_frame, ledger)
         entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
-        variant = f"{builder}:{side}".replace("_", "-")
         runs.append(
             _Run(
-                task, BUILDER_CONDITION, variant, work_frame.work_type, score.metrics,
+                task, BUILDER_CONDITION, variant, frame.work_type, score.metrics,
                 score.admitted, score.ecodes(), entry, builder=builder, side=side,
             )
         )
@@ -311,7 +317,11 @@ def _builder_document(builders, tasks, runs: Sequence[_Run]) -> dict:
     declared_recall = {
         t.uid: declared[(t.uid, BUILDER_CONDITION)].metrics[HAZARD_METRIC] for t in tasks
     }
-    table, details, hazard = {}, {}, {}
+    table, details, hazard, misassigned_hazard = {}, {}, {}, {}
+    # the hazard's misassigned frames at full strength (today's hazard table), for the side by side
+    misassigned_full = {
+        r.task.uid: r.metrics[HAZARD_METRIC] for r in runs if r.variant == MISASSIGNED
+    }
     for builder in builders:
         own = [r for r in runs if r.builder == builder]
         sides = {
@@ -354,7 +364,26 @@ def _builder_document(builders, tasks, runs: Sequence[_Run]) -> dict:
         hazard[builder] = builder_hazard(
             {side: shaped[side]["tasks"] for side in SIDES}, declared_type, declared_recall, baseline
         )
-    return {"builders": table, "builder_details": details, "builder_hazard": hazard}
+        guarded = [r for r in own if r.side == MISASSIGNED]
+        if guarded:
+            misassigned_hazard[builder] = {
+                r.task.uid: {
+                    "work_type": r.work_type,
+                    "establishment": r.establishment,
+                    "declared": declared_recall[r.task.uid],
+                    "no_abstention": misassigned_full[r.task.uid],
+                    "abstention": r.metrics[HAZARD_METRIC],
+                    BASELINE: baseline[r.task.uid],
+                    "trace": r.trace_id,
+                }
+                for r in sorted(guarded, key=lambda r: r.task.uid)
+            }
+    return {
+        "builders": table,
+        "builder_details": details,
+        "builder_hazard": hazard,
+        "hazard_abstention": misassigned_hazard,
+    }
 
 
 def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:

@@ -80,6 +80,7 @@ class EvaluationReport:
     doc: dict
     builders: tuple[dict, ...] = ()  # the frame-builder table, one row per builder
     builder_hazard: tuple[dict, ...] = ()  # tasks a builder misread: what it cost, both ways
+    hazard_abstention: tuple[dict, ...] = ()  # misassigned frames as each builder establishes them
 
 
 CELL_METRICS = ("must_include_recall", "precision", "tokens")
@@ -151,6 +152,11 @@ def evaluation_report(*, evaluation: Evaluation) -> EvaluationReport:
         builder_hazard=tuple(
             {"builder": name, "task": task, **{k: (fmt("", v) if isinstance(v, float) else v) for k, v in h.items()}}
             for name, rows in (doc.get("builder_hazard") or {}).items()
+            for task, h in rows.items()
+        ),
+        hazard_abstention=tuple(
+            {"builder": name, "task": task, **{k: (fmt("", v) if isinstance(v, float) else v) for k, v in h.items()}}
+            for name, rows in (doc.get("hazard_abstention") or {}).items()
             for task, h in rows.items()
         ),
     )

@@ -214,6 +214,7 @@ class WorkFrame(_Serialisable):
     # ambiguous frames: the work types close enough to the first to be plausible, best first
     plausible_work_types: tuple[str, ...] = ()
     objective_by: str = "declared"  # "declared", or the builder that wrote the objective itself
+    scores: tuple[tuple[str, float], ...] = ()  # the builder's score per work type, best first
 
     def cited(self, field_name: str) -> tuple[str, ...]:
         for name, ids in self.cites:

@@ -85,6 +85,7 @@ tasks:
     frame:
       objective: List what blocks the release.
       work_type: release
+    misassigned_work_type: review
     ledger: {todo1: MUST, todo2: MUST}
   - id: t-ambiguous
     project: flab
@@ -440,8 +441,15 @@ def test_evaluate_builders_writes_the_frame_builder_table(flab, tmp_path):
     assert set(cue["no_abstention"]["mean"]) >= {"must_include_recall", "precision"}
     assert doc["builders"]["declared"]["accuracy"] == 1.0
     assert doc["builder_details"]["cue"]["establishment_counts"]["inferred-ambiguous"] == 1
+    # the hazard's wrong frame, checked against the cue builder's scores: the signals point to
+    # release, so "review" is unknown and runs as scoped query-only
+    wrong = doc["hazard_abstention"]["cue"]["t-release"]
+    assert (wrong["work_type"], wrong["establishment"]) == ("review", "unknown")
+    assert wrong["no_abstention"] == doc["hazard"]["t-release"]["misassigned"]
+    assert "declared" not in doc["hazard_abstention"]
     printed = out.getvalue()
     assert "Frame builders (C6" in printed and "Builder hazard" in printed
+    assert "Hazard with abstention" in printed
     with pytest.raises(CommandError, match="unknown frame builder 'keyword'"):
         call_command("evaluate", "flab", "--builders", "keyword", stdout=StringIO())
 
@@ -464,3 +472,5 @@ def test_evaluation_page_shows_the_builder_tables(flab, client, django_user_mode
     assert "t-ambiguous" in per_task and "inferred-ambiguous" in per_task
     hazard = html[html.index('id="builder-hazard"') :]
     assert "t-ambiguous" in hazard[: hazard.index("</table>")]
+    guarded = html[html.index('id="hazard-abstention"') :]
+    assert "t-release" in guarded[: guarded.index("</table>")] and "unknown" in guarded

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..types import WorkFrame
-from .common import BuilderInput, BuilderTools, Exemplar, UnknownBuilder, establish
+from .common import (
+    BuilderInput,
+    BuilderTools,
+    Exemplar,
+    UnknownBuilder,
+    establish,
+    establishment_of,
+)
 from .cue import build_cue
 from .declared import build_declared
 from .model import answer_schema, build_model, model_request
@@ -45,6 +52,7 @@ __all__ = [
     "answer_schema",
     "build_work_frame",
     "establish",
+    "establishment_of",
     "get_builder",
     "model_request",
 ]

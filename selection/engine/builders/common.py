@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ..types import BuilderThresholds, ProjectFrame, WorkFrame, WorkSignal
@@ -59,6 +59,7 @@ class Establishment:
     margin: float | None
     runner_up: str | None
     plausible: tuple[str, ...]
+    scores: tuple[tuple[str, float], ...] = ()
 
 
 def establish(scores: Mapping[str, float], thresholds: BuilderThresholds) -> Establishment:
@@ -69,7 +70,7 @@ def establish(scores: Mapping[str, float], thresholds: BuilderThresholds) -> Est
     less than `margin`, and every work type within `margin` of the first is plausible;
     inferred-confident otherwise.
     """
-    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    ranked = tuple(sorted(((k, float(v)) for k, v in scores.items()), key=lambda kv: (-kv[1], kv[0])))
     if not ranked:
         return Establishment(None, "unknown", None, None, ())
     first_name, first = ranked[0]
@@ -77,11 +78,37 @@ def establish(scores: Mapping[str, float], thresholds: BuilderThresholds) -> Est
     margin = round(first - ranked[1][1], 6) if len(ranked) > 1 else None
     if first < thresholds.min_score:
         best = first_name if first > 0 else None
-        return Establishment(best, "unknown", margin, runner_up, ())
+        return Establishment(best, "unknown", margin, runner_up, (), ranked)
     if margin is not None and margin < thresholds.margin:
         plausible = tuple(name for name, score in ranked if first - score < thresholds.margin)
-        return Establishment(first_name, "inferred-ambiguous", margin, runner_up, plausible)
-    return Establishment(first_name, "inferred-confident", margin, runner_up, ())
+        return Establishment(first_name, "inferred-ambiguous", margin, runner_up, plausible, ranked)
+    return Establishment(first_name, "inferred-confident", margin, runner_up, (), ranked)
+
+
+def establishment_of(frame: WorkFrame, work_type: str, thresholds: BuilderThresholds) -> WorkFrame:
+    """`frame` (a built one) with `work_type` put in its place, established against the builder's
+    own scores: confident when it is the builder's first and leads by the margin, ambiguous when it
+    is within the margin of the first (every type within the margin is plausible), unknown when
+    the signals point elsewhere or nowhere. For the hazard experiment: would a wrong work type be
+    held with confidence by what the signals show?"""
+    scores = dict(frame.scores)
+    mine = scores.get(work_type)
+    first_name, first = frame.scores[0] if frame.scores else (None, 0.0)
+    if mine is None or first < thresholds.min_score or first - mine >= thresholds.margin:
+        establishment, plausible = "unknown", ()
+    elif first_name == work_type and (frame.margin is None or frame.margin >= thresholds.margin):
+        establishment, plausible = "inferred-confident", ()
+    else:
+        establishment = "inferred-ambiguous"
+        plausible = tuple(n for n, s in frame.scores if first - s < thresholds.margin)
+    return replace(
+        frame,
+        work_type=work_type,
+        establishment=establishment,
+        plausible_work_types=plausible,
+        # the substituted work type is licensed by no signal
+        cites=tuple((name, ids) for name, ids in frame.cites if name != "work_type"),
+    )
 
 
 def inferred_frame(
@@ -112,6 +139,7 @@ def inferred_frame(
         runner_up=found.runner_up,
         plausible_work_types=found.plausible,
         objective_by=builder if objective else "",
+        scores=tuple((name, round(score, 6)) for name, score in found.scores),
     )
 
 

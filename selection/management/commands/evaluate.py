@@ -156,6 +156,17 @@ class Command(BaseCommand):
                     f"({h['establishment']}): {h['declared']:.3f} / {h['no_abstention']:.3f} / "
                     f"{h['abstention']:.3f} / {h['C0']:.3f}"
                 )
+        if doc.get("hazard_abstention"):
+            out(
+                "\nHazard with abstention: the misassigned work type established against each builder's "
+                "scores; recall declared / misassigned at full strength / with abstention / C0"
+            )
+            for name, rows in doc["hazard_abstention"].items():
+                for task, h in rows.items():
+                    out(
+                        f"  {name:<11} {task:<24} as {h['work_type']} ({h['establishment']}): "
+                        f"{h['declared']:.3f} / {h['no_abstention']:.3f} / {h['abstention']:.3f} / {h['C0']:.3f}"
+                    )
 
     @staticmethod
     def _row(label: str, cells, *, first: int = 12, width: int = 11) -> str:

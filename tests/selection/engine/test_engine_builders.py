@@ -175,3 +175,21 @@ def test_every_trace_json_carries_the_establishment():
     assert work["cites"] == [["objective", ["s1"]], ["work_type", ["s1"]]]
     assert doc["class_order_reason"] == "work type release: its listed classes"
     assert isinstance(np.float64(work["margin"]), np.float64)
+
+
+def test_a_wrong_work_type_is_established_against_the_builders_own_scores():
+    from selection.engine.builders import establishment_of
+
+    thresholds = FRAME.establishment.thresholds_for("cue")
+    built = build_work_frame(
+        "cue", BuilderInput(signals=(sig("s1", "Ship the release; review it."), sig("s2", "Ship it.")), project_frame=FRAME)
+    )
+    assert built.scores == (("release", 3.0), ("review", 1.0)) and built.establishment == "inferred-confident"
+    # the signals point elsewhere: the wrong frame is unknown, not a confident frame
+    wrong = establishment_of(built, "review", thresholds)
+    assert wrong.work_type == "review" and wrong.establishment == "unknown"
+    assert wrong.cited("work_type") == ()
+    assert establishment_of(built, "release", thresholds).establishment == "inferred-confident"
+    tie = build_work_frame("cue", BuilderInput(signals=(sig("s1", "Review the release."),), project_frame=FRAME))
+    held = establishment_of(tie, "review", thresholds)
+    assert held.establishment == "inferred-ambiguous" and held.plausible_work_types == ("release", "review")
