@@ -181,9 +181,8 @@ def test_a_wrong_work_type_is_established_against_the_builders_own_scores():
     from selection.engine.builders import establishment_of
 
     thresholds = FRAME.establishment.thresholds_for("cue")
-    built = build_work_frame(
-        "cue", BuilderInput(signals=(sig("s1", "Ship the release; review it."), sig("s2", "Ship it.")), project_frame=FRAME)
-    )
+    signals = (sig("s1", "Ship the release; review it."), sig("s2", "Ship it."))
+    built = build_work_frame("cue", BuilderInput(signals=signals, project_frame=FRAME))
     assert built.scores == (("release", 3.0), ("review", 1.0)) and built.establishment == "inferred-confident"
     # the signals point elsewhere: the wrong frame is unknown, not a confident frame
     wrong = establishment_of(built, "review", thresholds)
