@@ -16,7 +16,6 @@ from typing import Any
 
 from selection.corpus.frames import (
     FRAME_KEYS,
-    GATES_KEYS,
     METRICS,
     WORK_TYPE_KEYS,
     check_frame,
@@ -24,6 +23,7 @@ from selection.corpus.frames import (
     merge_patch,
 )
 from selection.corpus.places import Place, Report, format_path
+from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS
 
 __all__ = [
     "FRAME_KEYS",
@@ -40,9 +40,6 @@ __all__ = [
     "frame_issues",
     "unknown_class_warnings",
 ]
-
-LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
-
 
 @dataclass(frozen=True)
 class FrameIssue:

@@ -8,6 +8,7 @@ from typing import Any
 
 from selection.corpus.places import Place, Report, describe
 from selection.engine.builders import BUILDERS
+from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
 from selection.engine.types import (
     AMBIGUOUS_BEHAVIOURS,
@@ -15,8 +16,6 @@ from selection.engine.types import (
     UNKNOWN_BEHAVIOURS,
     BuilderThresholds,
     EstablishmentPolicy,
-    Gate,
-    Gates,
     ProjectFrame,
     WorkTypeProfile,
 )
@@ -36,8 +35,6 @@ FRAME_KEYS = (
 WORK_TYPE_KEYS = ("classes", "description", "cues")  # the 1.1 long form of a work type
 ESTABLISHMENT_KEYS = ("builder", "ambiguous", "unknown", "thresholds")
 THRESHOLD_KEYS = ("margin", "min_score")
-GATES_KEYS = ("primary", "min_improvement", "limits")
-LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
 
 
 def check_frame(
