@@ -194,7 +194,9 @@ def judge_primary(metric: str, min_improvement: float, baseline: float, candidat
     return GateResult(PRIMARY_GATE, metric, min_improvement, baseline, candidate, delta, passed, reason)
 
 
-def judge_primary_interval(metric: str, min_improvement: float, baseline: float, candidate: float, s: Spread) -> GateResult:
+def judge_primary_interval(
+    metric: str, min_improvement: float, baseline: float, candidate: float, s: Spread
+) -> GateResult:
     """The primary gate on the interval's lower bound: the rise must hold at its low end."""
     delta = candidate - baseline
     passed = s.low > min_improvement + EPSILON
