@@ -14,7 +14,14 @@ from .budget import admit_within_budget
 from .coalesce import coalesce, one_item_each
 from .conditions import Condition, effective_condition, get_condition
 from .index import TOKENISER, CorpusIndex
-from .policy import Working, apply_eligibility, preferences, rank, work_type_preferences
+from .policy import (
+    Working,
+    apply_eligibility,
+    class_order,
+    preferences,
+    rank,
+    work_type_preferences,
+)
 from .reason_codes import REASON_DISPOSITION, ReasonCode, Stage
 from .render import render_bundle
 from .retrieval import Pool, QueryHits, build_pool, search
@@ -59,7 +66,13 @@ def select(
         raise ValueError("budget_tokens must be >= 0")
     named = get_condition(request.condition)
     work = _canonical_work_frame(request.work_frame)
-    condition, note = effective_condition(named, work.establishment, enabled=config.abstention)
+    condition, note = effective_condition(
+        named,
+        work.establishment,
+        enabled=config.abstention,
+        policy=request.project_frame.establishment,
+    )
+    class_list, class_reason = class_order(condition, request.project_frame, work)
     standpoint = request.standpoint or work.standpoint
     frame = request.project_frame
     scope = frame.scope_set
@@ -124,6 +137,8 @@ def select(
         stages=tuple(stages),
         bundle_digest=digest,
         bundle_tokens=tokens,
+        class_order=class_list,
+        class_order_reason=class_reason,
     )
     return SelectionResult(bundle=bundle, trace=trace)
 
@@ -189,7 +204,7 @@ def _ladder(request, index, config, condition: Condition, standpoint, scope, bud
         condition=condition,
         prefs=prefs,
         config=config,
-        open_loop_applies=condition.class_policy == "work_type",
+        open_loop_applies=condition.class_policy in ("work_type", "merged"),
     )
     stages.append(StageSummary(Stage.RANKING.value, len(eligible), len(ranked)))
 

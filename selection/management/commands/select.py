@@ -13,7 +13,7 @@ from selection.engine.conditions import UnknownCondition, get_condition
 from selection.engine.reason_codes import Disposition
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
 from selection.models import Project
-from selection.services import SelectionError, run_selection
+from selection.services import SelectionError, UnknownWorkType, run_selection
 
 
 def read_signals(path: str) -> tuple[tuple[WorkSignal, ...], dict]:
@@ -70,6 +70,12 @@ class Command(BaseCommand):
         parser.add_argument("--objective", default="")
         parser.add_argument("--work-type", dest="work_type")
         parser.add_argument("--signals", help="JSON file of WorkSignals (and optional cites)")
+        parser.add_argument(
+            "--builder",
+            default="default",
+            help="frame builder: declared, cue, similarity or model (default: declared when "
+            "--work-type is given, else the project frame's configured builder)",
+        )
         parser.add_argument("--condition", default="C6")
         parser.add_argument("--budget", type=int, default=None)
         parser.add_argument("--standpoint")
@@ -112,7 +118,11 @@ class Command(BaseCommand):
                 condition=o["condition"],
                 standpoint=standpoint,
                 source="select",
+                builder=o["builder"],
             )
+        except UnknownWorkType as error:
+            # exit status 2: the request named a work type the frame does not list
+            raise CommandError(str(error), returncode=2) from error
         except SelectionError as error:
             raise CommandError(str(error)) from error
         result = selection.result
@@ -130,6 +140,12 @@ class Command(BaseCommand):
             f"digest {result.bundle.digest[:16]}, trace {selection.trace.pk}, condition "
             f"{result.trace.effective_condition}"
             + (f" ({result.trace.condition_note})" if result.trace.condition_note else "")
+        )
+        work = result.trace.work_frame
+        margin = "" if work.margin is None else f", margin {work.margin:.3f} over {work.runner_up}"
+        self.stdout.write(
+            f"-- work frame {work.establishment} by {work.builder}: work type "
+            f"{work.work_type or 'none'}{margin}; classes: {result.trace.class_order_reason}"
         )
         if o["explain"]:
             self._explain(result)
