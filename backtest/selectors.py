@@ -117,9 +117,18 @@ def decision_chart(*, decision: BacktestDecision | None, metrics: tuple[str, ...
     if decision is None or not decision.per_task_deltas:
         return None
     tasks = [row["task"] for row in decision.per_task_deltas]
+    series = [{"metric": m, "deltas": [row["delta"].get(m) for row in decision.per_task_deltas]} for m in metrics]
+    moved = [s for s in series if any(d is not None and abs(d) > gate_rules.EPSILON for d in s["deltas"])]
+    # the page draws only the metrics that moved, the fractions all on one y-scale of ± the
+    # largest change; token counts are not fractions, so each gets its own scale and the page says so
+    shared = [s for s in moved if "token" not in s["metric"]]
     return {
         "tasks": tasks,
-        "series": [{"metric": m, "deltas": [row["delta"].get(m) for row in decision.per_task_deltas]} for m in metrics],
+        "series": series,
+        "changed": [s["metric"] for s in moved],
+        "own_scale": [s["metric"] for s in moved if s not in shared],
+        "unchanged": [s["metric"] for s in series if s not in moved],
+        "largest": max((abs(d) for s in shared for d in s["deltas"] if d is not None), default=0.0),
     }
 
 

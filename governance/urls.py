@@ -4,6 +4,8 @@ from django.urls import include, path
 
 from . import views
 
+handler500 = "governance.errors.server_error"
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
