@@ -106,11 +106,19 @@ class ProposeForm(forms.Form):
         self.limit_rows = len(limits) + BLANK_LIMIT_ROWS
         metric_choices = [("", "—")] + [(m, m) for m in METRICS]
         for row in range(self.limit_rows):
+            # the table's cells have no <label>: each input names itself for screen readers
             self.fields[f"limit_{row}_metric"] = forms.ChoiceField(
-                choices=metric_choices, required=False, label="metric"
+                choices=metric_choices,
+                required=False,
+                label=f"limit {row + 1} metric",
+                widget=forms.Select(attrs={"aria-label": f"limit {row + 1} metric"}),
             )
             for bound in LIMIT_BOUNDS:
-                self.fields[f"limit_{row}_{bound}"] = forms.FloatField(required=False, label=bound)
+                self.fields[f"limit_{row}_{bound}"] = forms.FloatField(
+                    required=False,
+                    label=f"limit {row + 1} {bound}",
+                    widget=forms.NumberInput(attrs={"aria-label": f"limit {row + 1} {bound}", "step": "any"}),
+                )
             if row < len(limits) and isinstance(limits[row], dict):
                 self.initial[f"limit_{row}_metric"] = limits[row].get("metric", "")
                 for bound in LIMIT_BOUNDS:

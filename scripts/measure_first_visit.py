@@ -26,6 +26,7 @@ const nav = performance.getEntriesByType('navigation')[0];
 const res = performance.getEntriesByType('resource');
 return {
   load_ms: nav.loadEventEnd,
+  server_ms: nav.responseStart - nav.requestStart,
   transfer: nav.transferSize + res.reduce((s, r) => s + r.transferSize, 0),
   decoded: nav.decodedBodySize + res.reduce((s, r) => s + r.decodedBodySize, 0),
   resources: res.map(r => [r.name, r.transferSize, r.decodedBodySize]),
@@ -71,7 +72,8 @@ def main() -> None:
     print(
         f"{args.path}: first visit {statistics.median(s['transfer'] for s in samples) / 1024:.1f} KiB "
         f"transferred ({last['decoded'] / 1024:.1f} KiB decoded), load "
-        f"{statistics.median(s['load_ms'] for s in samples):.0f} ms median of {len(samples)}"
+        f"{statistics.median(s['load_ms'] for s in samples):.0f} ms median of {len(samples)} "
+        f"(of which the server's HTML response {statistics.median(s['server_ms'] for s in samples):.0f} ms)"
     )
 
 
