@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 
 from governance.selectors import backtest_approval, backtest_decision
+from selection import origins
+from selection.origins import TraceOrigin
 
 from . import gates as gate_rules
 from .models import Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
@@ -135,3 +138,21 @@ def decision_chart(*, decision: BacktestDecision | None, metrics: tuple[str, ...
 def backtest_outcome(backtest: Backtest):
     """(decision, approval) of a backtest, either None."""
     return backtest_decision(backtest), backtest_approval(backtest)
+
+
+def trace_origin(trace) -> TraceOrigin | None:
+    """The backtest that replayed this trace, for the trace page's link back (registered with
+    selection.origins at start-up)."""
+    replay = (
+        TaskReplay.objects.filter(trace_id=trace.pk).select_related("backtest__proposal").order_by("-pk").first()
+    )
+    if replay is None:
+        return None
+    backtest = replay.backtest
+    return TraceOrigin(
+        f"backtest #{backtest.pk} of proposal #{backtest.proposal_id} ({replay.side} side)",
+        reverse("backtest-detail", args=[backtest.pk]),
+    )
+
+
+origins.register_finder(trace_origin)

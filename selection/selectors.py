@@ -341,3 +341,14 @@ def backtest_funnels(backtest) -> dict[str, LossFunnel]:
     ):
         groups[side].append(trace_id)
     return _grouped({side: groups.get(side, []) for side in ("baseline", "candidate")})
+
+
+def unit_dispositions(*, trace_ids, unit_uid: str) -> dict[int, tuple[str, str]]:
+    """trace id -> (disposition, reason code) of one unit in each of those traces (one query):
+    the history's unit search shows what became of the unit in each trace."""
+    return {
+        trace_id: (disposition, reason)
+        for trace_id, disposition, reason in TraceCandidate.objects.filter(
+            trace_id__in=list(trace_ids), unit_uid=unit_uid
+        ).values_list("trace_id", "disposition", "reason_code")
+    }

@@ -45,7 +45,7 @@
     });
     Plotly.newPlot(el, traces, {
       title: {text: "Signals: admitted (●) vs not admitted (×); ticks mark medians", font: {size: 13}},
-      margin: {t: 40, b: 30, l: 40, r: 10}, height: 320, legend: {orientation: "h", y: -0.25},
+      margin: {t: 40, b: 30, l: 70, r: 10}, height: 340, legend: {orientation: "h", y: -0.35},
       xaxis: {tickvals: d.signals.map(function (_, i) { return i; }), ticktext: d.signals.map(human),
               automargin: true, tickangle: -30},
       yaxis: {range: [-0.05, 1.05], automargin: true}
