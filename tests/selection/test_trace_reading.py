@@ -9,7 +9,15 @@ import re
 
 from django.urls import reverse
 
-from .test_traces import auditor_client, embedding_cache, lab, people  # noqa: F401 - fixtures
+from . import test_traces
+
+# the trace explorer's fixtures: the lab corpus, its people, an auditor's client
+embedding_cache, lab, people, auditor_client = (
+    test_traces.embedding_cache,
+    test_traces.lab,
+    test_traces.people,
+    test_traces.auditor_client,
+)
 
 
 def _header(html: str) -> list[str]:
