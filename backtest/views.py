@@ -19,9 +19,9 @@ from authority import access
 from governance import frames
 from governance import selectors as governance_selectors
 
-from . import selectors, services
+from . import review_card, selectors, services
 from .forms import ReviewForm
-from .models import Backtest
+from .models import ApprovalVerdict, Backtest
 
 
 def _url(name: str, *args) -> str | None:
@@ -89,7 +89,9 @@ def _backtest_url(backtest: Backtest) -> str:
 
 
 @login_required
-def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, status: int = 200):
+def proposal_detail(
+    request, pk: int, review_form: ReviewForm | None = None, status: int = 200, acknowledged: tuple = ()
+):
     proposal = governance_selectors.proposal_by_id(proposal_id=pk)
     project = proposal.project
     caps = access.access_read(request.user, project)
@@ -98,6 +100,7 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
     review_blockers = (
         selectors.review_blockers(backtest=latest) if latest else ["no backtest has run yet"]
     )
+    latest_decision = selectors.backtest_decision(latest) if latest else None
     return render(
         request,
         "governance/proposal_detail.html",
@@ -127,6 +130,10 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
             or ReviewForm(initial={"backtest": latest.pk if latest else None}),
             "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal),
             "caps": caps,
+            # the review card: the latest decision's gates and every task it made worse
+            "latest_decision": latest_decision,
+            "regressions": review_card.regressed_tasks(backtest=latest) if latest_decision else [],
+            "acknowledged": set(acknowledged),
         },
         status=status,
     )
@@ -144,6 +151,17 @@ def proposal_review(request, pk: int):
         pk=form.cleaned_data["backtest"],
         proposal=proposal,
     )
+    acknowledged = tuple(request.POST.getlist("acknowledged"))
+    if form.cleaned_data["verdict"] == ApprovalVerdict.APPROVE:
+        # the gates compare means: each task that got worse must be seen before an approval
+        missing = review_card.missing_acknowledgements(review_card.regressed_tasks(backtest=backtest), acknowledged)
+        if missing:
+            form.add_error(
+                None,
+                f"Acknowledge each task that got worse before approving: {', '.join(missing)} "
+                f"(tick {'it' if len(missing) == 1 else 'them'} in the review card).",
+            )
+            return proposal_detail(request, pk, review_form=form, status=400, acknowledged=acknowledged)
     try:
         services.backtest_review(
             backtest=backtest,
