@@ -18,7 +18,7 @@ from authority import access
 from authority.selectors import current_frame_version
 from selection.models import Project
 
-from . import frames, selectors, services
+from . import frames, inbox, selectors, services
 from .forms import AuditFilterForm, ProposeForm
 
 AUDIT_PAGE_SIZE = 50
@@ -27,7 +27,9 @@ AUDIT_PAGE_SIZE = 50
 @login_required
 def home(request):
     return render(
-        request, "governance/home.html", {"projects": selectors.project_overview(user=request.user)}
+        request,
+        "governance/home.html",
+        {"projects": selectors.project_overview(user=request.user), "inbox": inbox.inbox_for(request.user)},
     )
 
 
