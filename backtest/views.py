@@ -16,12 +16,13 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from authority import access
-from governance import frames
+from authority.selectors import current_frame_version
+from governance import frames, inbox
 from governance import selectors as governance_selectors
 
 from . import review_card, selectors, services
 from .forms import ReviewForm
-from .models import ApprovalVerdict, Backtest
+from .models import ApprovalVerdict, Backtest, BacktestStatus
 
 
 def _url(name: str, *args) -> str | None:
@@ -70,6 +71,7 @@ def _context(request, pk: int) -> dict:
         "chart": selectors.decision_chart(decision=decision, metrics=metrics),
         "review_blockers": blockers,
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
+        "regressions": review_card.regressed_tasks(backtest=backtest) if decision is not None else [],
     }
 
 
@@ -132,6 +134,10 @@ def proposal_detail(
             "caps": caps,
             # the review card: the latest decision's gates and every task it made worse
             "latest_decision": latest_decision,
+            "stale": inbox.is_stale(proposal, inbox.current_versions([project.pk])),
+            "current": current_frame_version(project=project),
+            # while its backtest runs the page refreshes its backtest part in place
+            "live": latest is not None and latest.status in (BacktestStatus.QUEUED, BacktestStatus.RUNNING),
             "regressions": review_card.regressed_tasks(backtest=latest) if latest_decision else [],
             "acknowledged": set(acknowledged),
         },
@@ -153,7 +159,9 @@ def proposal_review(request, pk: int):
     )
     acknowledged = tuple(request.POST.getlist("acknowledged"))
     if form.cleaned_data["verdict"] == ApprovalVerdict.APPROVE:
-        # the gates compare means: each task that got worse must be seen before an approval
+        # someone who may not review hears 403 (from the service's own check) before being asked
+        # for acknowledgements; the gates compare means, so each task that got worse must be seen
+        access.access_review(request.user, proposal.project)
         missing = review_card.missing_acknowledgements(review_card.regressed_tasks(backtest=backtest), acknowledged)
         if missing:
             form.add_error(
@@ -174,3 +182,42 @@ def proposal_review(request, pk: int):
         return proposal_detail(request, pk, review_form=form, status=400)
     messages.success(request, f"Backtest #{backtest.pk}: {form.cleaned_data['verdict']} recorded.")
     return redirect("proposal-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def proposal_backtest_start(request, pk: int):
+    """"Run backtest" on a proposal without one (fixture proposals, a backtest that errored)."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    backtest = services.backtest_enqueue(proposal=proposal, requested_by=request.user)
+    messages.success(request, f"Backtest #{backtest.pk} started.")
+    return redirect("backtest-detail", pk=backtest.pk)
+
+
+@login_required
+def proposal_promote_confirm(request, pk: int):
+    """Promotion asks first: this page shows what changes and how the backtest judged it."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    project = proposal.project
+    caps = access.access_promote(request.user, project)
+    latest = selectors.latest_backtest(proposal=proposal)
+    decision = selectors.backtest_decision(latest) if latest else None
+    return render(
+        request,
+        "backtest/promote_confirm.html",
+        {
+            "project": project,
+            "proposal": proposal,
+            "caps": caps,
+            "latest": latest,
+            "latest_decision": decision,
+            "approval": selectors.backtest_approval(latest) if latest else None,
+            "regressions": review_card.regressed_tasks(backtest=latest) if decision else [],
+            "diff": [
+                r
+                for r in frames.diff_frames(proposal.base_version.snapshot, proposal.frame_version.snapshot)
+                if r.changed
+            ],
+            "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal),
+        },
+    )

@@ -13,6 +13,7 @@ urlpatterns = [
     path("projects/<slug:slug>/propose/", views.proposal_create, name="proposal-create"),
     path("projects/<slug:slug>/proposals/", views.proposal_list, name="proposal-list"),
     path("proposals/<int:pk>/promote/", views.proposal_promote, name="proposal-promote"),
+    path("proposals/<int:pk>/resubmit/", views.proposal_resubmit, name="proposal-resubmit"),
     path("audit/", views.audit_log, name="audit-log"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -114,10 +114,15 @@ def proposal_create(request, slug: str):
 def proposal_list(request, slug: str):
     project = selectors.project_for_slug(slug=slug)
     caps = access.access_read(request.user, project)
+    current = inbox.current_versions([project.pk])
     return render(
         request,
         "governance/proposal_list.html",
-        {"project": project, "proposals": selectors.proposal_rows(project=project), "caps": caps},
+        {
+            "project": project,
+            "proposals": [(p, inbox.is_stale(p, current)) for p in selectors.proposal_rows(project=project)],
+            "caps": caps,
+        },
     )
 
 
@@ -163,3 +168,30 @@ def audit_log(request):
         "governance/audit_log.html",
         {"form": form, "page": page, "query": query.urlencode()},
     )
+
+
+@login_required
+@require_POST
+def proposal_resubmit(request, pk: int):
+    """A stale proposal's next step: the same patch over the version that is current now."""
+    stale = selectors.proposal_by_id(proposal_id=pk)
+    current = current_frame_version(project=stale.project)
+    try:
+        proposal = services.proposal_submit(
+            project=stale.project,
+            author=request.user,
+            title=stale.title,
+            rationale=f"{stale.rationale}\n\nResubmitted over v{current.number} from proposal #{stale.pk}.".strip(),
+            patch=stale.patch,
+            expected_base=current,
+        )
+    except services.ProposalInvalid as error:
+        messages.error(
+            request,
+            f"The patch does not apply over v{current.number}: "
+            + "; ".join(str(issue) for issue in error.issues)
+            + ". Propose the change again from the current frame.",
+        )
+        return redirect("proposal-detail", pk=pk)
+    messages.success(request, f"Resubmitted as proposal #{proposal.pk} over v{current.number}.")
+    return redirect("proposal-detail", pk=proposal.pk)
