@@ -189,7 +189,11 @@ def proposal_review(request, pk: int):
 def proposal_backtest_start(request, pk: int):
     """"Run backtest" on a proposal without one (fixture proposals, a backtest that errored)."""
     proposal = governance_selectors.proposal_by_id(proposal_id=pk)
-    backtest = services.backtest_enqueue(proposal=proposal, requested_by=request.user)
+    try:
+        backtest = services.backtest_enqueue(proposal=proposal, requested_by=request.user)
+    except services.BacktestRefused as error:
+        messages.error(request, f"No backtest started: {error}.")
+        return redirect("proposal-detail", pk=pk)
     messages.success(request, f"Backtest #{backtest.pk} started.")
     return redirect("backtest-detail", pk=backtest.pk)
 

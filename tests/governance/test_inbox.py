@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from authority.selectors import current_frame_version
 from governance.models import Proposal
 
 pytestmark = pytest.mark.django_db
@@ -75,10 +76,10 @@ def lead_promotes():
     from authority.models import FrameVersion, Promotion
 
     def promote(project):
-        current = FrameVersion.objects.filter(project=project).order_by("-number").first()
+        current = current_frame_version(project=project)
         version = FrameVersion.objects.create(
             project=project,
-            number=current.number + 1,
+            number=FrameVersion.objects.filter(project=project).order_by("-number").first().number + 1,
             snapshot={**current.snapshot, "class_pull": 7},
             author_label="lead",
             origin="proposal",
