@@ -11,6 +11,7 @@ urlpatterns = [
     path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
     path("projects/<slug:slug>/frames/diff/", views.frame_diff, name="frame-diff"),
     path("projects/<slug:slug>/propose/", views.proposal_create, name="proposal-create"),
+    path("projects/<slug:slug>/propose/preview/", views.proposal_preview, name="proposal-preview"),
     path("projects/<slug:slug>/proposals/", views.proposal_list, name="proposal-list"),
     path("proposals/<int:pk>/promote/", views.proposal_promote, name="proposal-promote"),
     path("proposals/<int:pk>/resubmit/", views.proposal_resubmit, name="proposal-resubmit"),

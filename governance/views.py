@@ -7,6 +7,8 @@ is assembled in backtest.views: governance sits below the backtest app.
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -80,8 +82,9 @@ def proposal_create(request, slug: str):
     if base is None:
         raise Http404(f"{project.slug} has no promoted frame version")
     declared = selectors.declared_projects(project=project)
+    known = selectors.carried_classes(scope=[*declared, project.slug])
     if request.method == "POST":
-        form = ProposeForm(request.POST, base=base.snapshot, declared=declared)
+        form = ProposeForm(request.POST, base=base.snapshot, declared=declared, known_classes=known)
         if form.is_valid():
             try:
                 proposal = services.proposal_submit(
@@ -102,11 +105,37 @@ def proposal_create(request, slug: str):
                     messages.warning(request, f"Warning: {warning}")
                 return redirect("proposal-detail", pk=proposal.pk)
     else:
-        form = ProposeForm(base=base.snapshot, declared=declared)
+        form = ProposeForm(base=base.snapshot, declared=declared, known_classes=known)
     return render(
         request,
         "governance/proposal_form.html",
-        {"project": project, "base": base, "form": form, "caps": caps},
+        {"project": project, "base": base, "form": form, "caps": caps, "corpus_classes": sorted(known)},
+    )
+
+
+@login_required
+@require_POST
+def proposal_preview(request, slug: str):
+    """The editor's live merge patch: the form as it stands, parsed, never stored."""
+    project = selectors.project_for_slug(slug=slug)
+    access.access_read(request.user, project)
+    base = current_frame_version(project=project)
+    if base is None:
+        raise Http404(f"{project.slug} has no promoted frame version")
+    declared = selectors.declared_projects(project=project)
+    data = request.POST.copy()
+    data["title"] = data.get("title") or "(preview)"  # an untitled draft still shows its patch
+    form = ProposeForm(
+        data,
+        base=base.snapshot,
+        declared=declared,
+        known_classes=selectors.carried_classes(scope=[*declared, project.slug]),
+    )
+    valid = form.is_valid()
+    return render(
+        request,
+        "governance/_patch_preview.html",
+        {"form": form, "valid": valid, "patch": json.dumps(form.patch, indent=2, sort_keys=True) if valid else ""},
     )
 
 

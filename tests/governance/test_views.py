@@ -109,6 +109,7 @@ def test_the_structured_editor_submits_only_changed_keys(client, project, users)
             "wt_remove__publication-review": "on",
             "new_wt_name": "triage",
             "new_wt_classes": "convention\nmeasurement-contract",
+            "confirm_unknown_classes": "on",  # measurement-contract is new on purpose
             "class_pull": "4",
             "limit_1_metric": "leakage",
             "limit_1_max": "0",
