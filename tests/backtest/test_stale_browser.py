@@ -56,12 +56,9 @@ def test_a_stale_proposal_is_resubmitted_over_current_and_promoted(
     browser.execute_script("window.__sameDocument = true;")
     backtest_link = "#backtests a[href*='/backtests/']"
     wait_for(browser, lambda d: d.find_elements("css selector", backtest_link), message="a backtest")
-    wait_for(
-        browser,
-        lambda d: "finished" in d.find_element("css selector", "#backtests").text,
-        timeout=300,
-        message="the backtest to finish",
-    )
+    # read in one script: htmx swaps the part while we wait
+    backtests = "const e = document.getElementById('backtests'); return e ? e.textContent : '';"
+    wait_for(browser, lambda d: "finished" in d.execute_script(backtests), timeout=300, message="the backtest to end")
     assert browser.execute_script("return window.__sameDocument === true;"), "the page reloaded"
     browser_login.logout()
 
