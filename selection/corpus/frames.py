@@ -7,8 +7,9 @@ from collections.abc import Collection
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
+from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
-from selection.engine.types import Gate, Gates, ProjectFrame
+from selection.engine.types import ProjectFrame
 
 FRAME_KEYS = (
     "purpose",
@@ -21,8 +22,6 @@ FRAME_KEYS = (
     "open_loop_work_types",
     "gates",
 )
-GATES_KEYS = ("primary", "min_improvement", "limits")
-LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
 
 
 def check_frame(
@@ -98,6 +97,8 @@ def _gates(value: Any, place: Place, report: Report) -> Gates | None:
         fields["min_improvement"] = report.number(
             known["min_improvement"], place.at("min_improvement")
         )
+    if "require_interval" in known:
+        fields["require_interval"] = report.boolean(known["require_interval"], place.at("require_interval"))
     if "limits" in known:
         entries = report.items(known["limits"], place.at("limits"))
         limits = [_limit(item, at, report) for at, item in entries or ()]
