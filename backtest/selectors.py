@@ -9,14 +9,17 @@ from dataclasses import dataclass
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 
 from authority.selectors import current_frame_version
 from governance.evidence import Evidence
 from governance.models import Proposal, ProposalState
+from selection import origins
 from selection.corpus.frames import ApprovalPolicy, approval_policy
 from selection.engine.explain import LossFunnel
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Project
+from selection.origins import TraceOrigin
 from selection.selectors import grouped_funnels
 
 from . import gates as gate_rules
@@ -347,12 +350,39 @@ def decision_chart(*, decision: BacktestDecision | None, metrics: tuple[str, ...
     if decision is None or not decision.per_task_deltas:
         return None
     tasks = [row["task"] for row in decision.per_task_deltas]
+    series = [{"metric": m, "deltas": [row["delta"].get(m) for row in decision.per_task_deltas]} for m in metrics]
+    moved = [s for s in series if any(d is not None and abs(d) > gate_rules.EPSILON for d in s["deltas"])]
+    # the page draws only the metrics that moved, the fractions all on one y-scale of ± the
+    # largest change; token counts are not fractions, so each gets its own scale and the page says so
+    shared = [s for s in moved if "token" not in s["metric"]]
     return {
         "tasks": tasks,
-        "series": [{"metric": m, "deltas": [row["delta"].get(m) for row in decision.per_task_deltas]} for m in metrics],
+        "series": series,
+        "changed": [s["metric"] for s in moved],
+        "own_scale": [s["metric"] for s in moved if s not in shared],
+        "unchanged": [s["metric"] for s in series if s not in moved],
+        "largest": max((abs(d) for s in shared for d in s["deltas"] if d is not None), default=0.0),
     }
 
 
 def backtest_outcome(backtest: Backtest):
     """(decision or None, the review tally against the project's approval policy)."""
     return backtest_decision(backtest), review_tally(backtest)
+
+
+def trace_origin(trace) -> TraceOrigin | None:
+    """The backtest that replayed this trace, for the trace page's link back (registered with
+    selection.origins at start-up)."""
+    replay = (
+        TaskReplay.objects.filter(trace_id=trace.pk).select_related("backtest__proposal").order_by("-pk").first()
+    )
+    if replay is None:
+        return None
+    backtest = replay.backtest
+    return TraceOrigin(
+        f"backtest #{backtest.pk} of proposal #{backtest.proposal_id} ({replay.side} side)",
+        reverse("backtest-detail", args=[backtest.pk]),
+    )
+
+
+origins.register_finder(trace_origin)

@@ -16,12 +16,13 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from authority import access
-from governance import frames
+from authority.selectors import current_frame_version
+from governance import frames, inbox
 from governance import selectors as governance_selectors
 
-from . import selectors, services
+from . import review_card, selectors, services
 from .forms import ReviewForm
-from .models import Backtest, BacktestStatus
+from .models import ApprovalVerdict, Backtest, BacktestStatus
 
 
 def _url(name: str, *args) -> str | None:
@@ -75,6 +76,7 @@ def _context(request, pk: int) -> dict:
         "review_blockers": blockers,
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
         "can_rerun": caps.can_propose and backtest.status == BacktestStatus.ERROR,
+        "regressions": review_card.regressed_tasks(backtest=backtest) if decision is not None else [],
     }
 
 
@@ -94,7 +96,9 @@ def _backtest_url(backtest: Backtest) -> str:
 
 
 @login_required
-def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, status: int = 200):
+def proposal_detail(
+    request, pk: int, review_form: ReviewForm | None = None, status: int = 200, acknowledged: tuple = ()
+):
     proposal = governance_selectors.proposal_by_id(proposal_id=pk)
     project = proposal.project
     caps = access.access_read(request.user, project)
@@ -104,6 +108,7 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
         selectors.review_blockers(backtest=latest, reviewer=request.user) if latest else ["no backtest has run yet"]
     )
     policy = selectors.project_approval_policy(project=project)
+    latest_decision = selectors.backtest_decision(latest) if latest else None
     return render(
         request,
         "governance/proposal_detail.html",
@@ -136,6 +141,14 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
             "policy": policy,
             "widens_scope": governance_selectors.scope_widening(proposal=proposal),
             "caps": caps,
+            # the review card: the latest decision's gates and every task it made worse
+            "latest_decision": latest_decision,
+            "stale": inbox.is_stale(proposal, inbox.current_versions([project.pk])),
+            "current": current_frame_version(project=project),
+            # while its backtest runs the page refreshes its backtest part in place
+            "live": latest is not None and latest.status in (BacktestStatus.QUEUED, BacktestStatus.RUNNING),
+            "regressions": review_card.regressed_tasks(backtest=latest) if latest_decision else [],
+            "acknowledged": set(acknowledged),
         },
         status=status,
     )
@@ -153,6 +166,19 @@ def proposal_review(request, pk: int):
         pk=form.cleaned_data["backtest"],
         proposal=proposal,
     )
+    acknowledged = tuple(request.POST.getlist("acknowledged"))
+    if form.cleaned_data["verdict"] == ApprovalVerdict.APPROVE:
+        # someone who may not review hears 403 (from the service's own check) before being asked
+        # for acknowledgements; the gates compare means, so each task that got worse must be seen
+        access.access_review(request.user, proposal.project)
+        missing = review_card.missing_acknowledgements(review_card.regressed_tasks(backtest=backtest), acknowledged)
+        if missing:
+            form.add_error(
+                None,
+                f"Acknowledge each task that got worse before approving: {', '.join(missing)} "
+                f"(tick {'it' if len(missing) == 1 else 'them'} in the review card).",
+            )
+            return proposal_detail(request, pk, review_form=form, status=400, acknowledged=acknowledged)
     try:
         services.backtest_review(
             backtest=backtest,
@@ -179,3 +205,43 @@ def backtest_rerun(request, pk: int):
         return redirect("backtest-detail", pk=pk)
     messages.success(request, f"Backtest #{again.pk} started again for proposal #{again.proposal_id}.")
     return redirect("backtest-detail", pk=again.pk)
+def proposal_backtest_start(request, pk: int):
+    """"Run backtest" on a proposal without one (fixture proposals, a backtest that errored)."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    try:
+        backtest = services.backtest_enqueue(proposal=proposal, requested_by=request.user)
+    except services.BacktestRefused as error:
+        messages.error(request, f"No backtest started: {error}.")
+        return redirect("proposal-detail", pk=pk)
+    messages.success(request, f"Backtest #{backtest.pk} started.")
+    return redirect("backtest-detail", pk=backtest.pk)
+
+
+@login_required
+def proposal_promote_confirm(request, pk: int):
+    """Promotion asks first: this page shows what changes and how the backtest judged it."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    project = proposal.project
+    caps = access.access_promote(request.user, project)
+    latest = selectors.latest_backtest(proposal=proposal)
+    decision = selectors.backtest_decision(latest) if latest else None
+    return render(
+        request,
+        "backtest/promote_confirm.html",
+        {
+            "project": project,
+            "proposal": proposal,
+            "caps": caps,
+            "latest": latest,
+            "latest_decision": decision,
+            "tally": selectors.review_tally(latest) if latest else None,
+            "regressions": review_card.regressed_tasks(backtest=latest) if decision else [],
+            "diff": [
+                r
+                for r in frames.diff_frames(proposal.base_version.snapshot, proposal.frame_version.snapshot)
+                if r.changed
+            ],
+            "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal)
+            + governance_selectors.promoter_blockers(proposal=proposal, lead=request.user),
+        },
+    )

@@ -77,7 +77,7 @@ class ProposeForm(forms.Form):
     )
     scope = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False)
     default_classes = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text=LINES_HELP
+        widget=forms.Textarea(attrs={"rows": 3, "data-chips": "default"}), required=False, help_text=LINES_HELP
     )
     class_pull = forms.IntegerField(
         required=False, help_text="candidates guaranteed per preferred class"
@@ -87,7 +87,7 @@ class ProposeForm(forms.Form):
     )
     new_wt_name = forms.CharField(required=False, label="New work type")
     new_wt_classes = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}),
+        widget=forms.Textarea(attrs={"rows": 3, "data-chips": "new"}),
         required=False,
         label="Its classes",
         help_text=LINES_HELP,
@@ -112,9 +112,17 @@ class ProposeForm(forms.Form):
         label="Advanced: JSON Merge Patch applied after the fields above",
     )
 
-    def __init__(self, *args, base: dict, declared: list[str], **kwargs):
+    confirm_unknown_classes = forms.BooleanField(
+        required=False,
+        label="Keep classes that no unit in scope carries (I know they are new)",
+    )
+
+    def __init__(self, *args, base: dict, declared: list[str], known_classes=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.base = base
+        # the classes the corpus's units carry: the editor offers them, and refuses others unless
+        # the author confirms them (None: no check, as for proposals.yaml)
+        self.known_classes = None if known_classes is None else frozenset(known_classes)
         scope_choices = list(dict.fromkeys([*declared, *(base.get("scope") or [])]))
         self.fields["scope"].choices = [(slug, slug) for slug in scope_choices]
         self.fields["gate_primary"].choices = [("", "(default)")] + [(m, m) for m in METRICS]
@@ -133,7 +141,7 @@ class ProposeForm(forms.Form):
         self.work_type_names = sorted(base.get("work_types") or {})
         for name in self.work_type_names:
             self.fields[f"wt__{name}"] = forms.CharField(
-                widget=forms.Textarea(attrs={"rows": 4}),
+                widget=forms.Textarea(attrs={"rows": 4, "data-chips": name}),
                 required=False,
                 label=name,
                 help_text=LINES_HELP,
@@ -162,11 +170,19 @@ class ProposeForm(forms.Form):
         self.limit_rows = len(limits) + BLANK_LIMIT_ROWS
         metric_choices = [("", "—")] + [(m, m) for m in METRICS]
         for row in range(self.limit_rows):
+            # the table's cells have no <label>: each input names itself for screen readers
             self.fields[f"limit_{row}_metric"] = forms.ChoiceField(
-                choices=metric_choices, required=False, label="metric"
+                choices=metric_choices,
+                required=False,
+                label=f"limit {row + 1} metric",
+                widget=forms.Select(attrs={"aria-label": f"limit {row + 1} metric"}),
             )
             for bound in LIMIT_BOUNDS:
-                self.fields[f"limit_{row}_{bound}"] = forms.FloatField(required=False, label=bound)
+                self.fields[f"limit_{row}_{bound}"] = forms.FloatField(
+                    required=False,
+                    label=f"limit {row + 1} {bound}",
+                    widget=forms.NumberInput(attrs={"aria-label": f"limit {row + 1} {bound}", "step": "any"}),
+                )
             if row < len(limits) and isinstance(limits[row], dict):
                 self.initial[f"limit_{row}_metric"] = limits[row].get("metric", "")
                 for bound in LIMIT_BOUNDS:
@@ -207,11 +223,32 @@ class ProposeForm(forms.Form):
         data = super().clean()
         if self.errors:
             return data
+        self._refuse_unknown_classes(data)
+        if self.errors:
+            return data
         target = self._target(data)
         if data.get("raw_patch"):
             target = merge_patch(target, data["raw_patch"])
         self.patch = compute_patch(self.base, target)
         return data
+
+    def _refuse_unknown_classes(self, data: dict) -> None:
+        """A class no unit carries selects nothing: most often a typo ("runbok"). Refused on its
+        field unless the author ticks confirm_unknown_classes."""
+        if self.known_classes is None or data.get("confirm_unknown_classes"):
+            return
+        fields = [f"wt__{n}" for n in self.work_type_names] + ["new_wt_classes", "default_classes"]
+        for name in fields:
+            # a malformed name ("Decision") is the frame validator's to explain, next to this field
+            unknown = [
+                c for c in _lines(data.get(name, "")) if c not in self.known_classes and IDENTIFIER.fullmatch(c)
+            ]
+            if unknown:
+                self.add_error(
+                    name,
+                    f"no unit in scope carries {', '.join(repr(c) for c in unknown)}: fix the spelling, pick a "
+                    'class from the list, or tick "Keep classes that no unit in scope carries"',
+                )
 
     def _set(self, frame: dict, key: str, value: Any, empty: bool) -> None:
         # an empty field leaves an absent key absent, and clears a present one

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import warnings
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -80,6 +81,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "governance.csp.ContentSecurityPolicyMiddleware",
+    # static files compressed and, once collected, hashed and cached for a year
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -198,15 +202,22 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-def _plotly_dir() -> Path:
-    import plotly
-
-    return Path(plotly.__file__).resolve().parent / "package_data"
-
-
-# plotly.js is served from the plotly package's own copy, htmx from static/vendor: no CDN
-STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", _plotly_dir())]
+# plotly.js (the basic build) and htmx are vendored under static/vendor: no CDN
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = embedded.STATE_DIR / "collected-static"
+# with DEBUG, WhiteNoise serves from the source folders; nothing needs to be collected first
+warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
+# Without DEBUG (`make demo`, production) static files are collected with content-hashed names and
+# served by WhiteNoise gzip-compressed with a one-year immutable cache. With DEBUG (and so under
+# pytest, whose DEBUG is switched off only after settings load) they come from the source folders.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
 
 # Selection defaults; the engine itself reads no settings.
 FG_DEFAULT_BUDGET = int(env("FG_DEFAULT_BUDGET", "1500"))

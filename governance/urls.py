@@ -4,13 +4,17 @@ from django.urls import include, path
 
 from . import views
 
+handler500 = "governance.errors.server_error"
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
     path("projects/<slug:slug>/frames/diff/", views.frame_diff, name="frame-diff"),
     path("projects/<slug:slug>/propose/", views.proposal_create, name="proposal-create"),
+    path("projects/<slug:slug>/propose/preview/", views.proposal_preview, name="proposal-preview"),
     path("projects/<slug:slug>/proposals/", views.proposal_list, name="proposal-list"),
     path("proposals/<int:pk>/promote/", views.proposal_promote, name="proposal-promote"),
+    path("proposals/<int:pk>/resubmit/", views.proposal_resubmit, name="proposal-resubmit"),
     path("audit/", views.audit_log, name="audit-log"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -7,6 +7,8 @@ is assembled in backtest.views: governance sits below the backtest app.
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -19,7 +21,7 @@ from authority.selectors import current_frame_version
 from selection.corpus.limits import MAX_INTEGER
 from selection.models import Project
 
-from . import frames, selectors, services
+from . import frames, inbox, selectors, services
 from .forms import AuditFilterForm, ProposeForm
 
 AUDIT_PAGE_SIZE = 50
@@ -28,7 +30,9 @@ AUDIT_PAGE_SIZE = 50
 @login_required
 def home(request):
     return render(
-        request, "governance/home.html", {"projects": selectors.project_overview(user=request.user)}
+        request,
+        "governance/home.html",
+        {"projects": selectors.project_overview(user=request.user), "inbox": inbox.inbox_for(request.user)},
     )
 
 
@@ -82,8 +86,9 @@ def proposal_create(request, slug: str):
     if base is None:
         raise Http404(f"{project.slug} has no promoted frame version")
     declared = selectors.declared_projects(project=project)
+    known = selectors.carried_classes(scope=[*declared, project.slug])
     if request.method == "POST":
-        form = ProposeForm(request.POST, base=base.snapshot, declared=declared)
+        form = ProposeForm(request.POST, base=base.snapshot, declared=declared, known_classes=known)
         if form.is_valid():
             try:
                 proposal = services.proposal_submit(
@@ -104,13 +109,39 @@ def proposal_create(request, slug: str):
                     messages.warning(request, f"Warning: {warning}")
                 return redirect("proposal-detail", pk=proposal.pk)
     else:
-        form = ProposeForm(base=base.snapshot, declared=declared)
+        form = ProposeForm(base=base.snapshot, declared=declared, known_classes=known)
     return render(
         request,
         "governance/proposal_form.html",
-        {"project": project, "base": base, "form": form, "caps": caps},
+        {"project": project, "base": base, "form": form, "caps": caps, "corpus_classes": sorted(known)},
         # a refused proposal is the client's error: say so to scripts as well as to people
         status=400 if request.method == "POST" else 200,
+    )
+
+
+@login_required
+@require_POST
+def proposal_preview(request, slug: str):
+    """The editor's live merge patch: the form as it stands, parsed, never stored."""
+    project = selectors.project_for_slug(slug=slug)
+    access.access_read(request.user, project)
+    base = current_frame_version(project=project)
+    if base is None:
+        raise Http404(f"{project.slug} has no promoted frame version")
+    declared = selectors.declared_projects(project=project)
+    data = request.POST.copy()
+    data["title"] = data.get("title") or "(preview)"  # an untitled draft still shows its patch
+    form = ProposeForm(
+        data,
+        base=base.snapshot,
+        declared=declared,
+        known_classes=selectors.carried_classes(scope=[*declared, project.slug]),
+    )
+    valid = form.is_valid()
+    return render(
+        request,
+        "governance/_patch_preview.html",
+        {"form": form, "valid": valid, "patch": json.dumps(form.patch, indent=2, sort_keys=True) if valid else ""},
     )
 
 
@@ -118,10 +149,15 @@ def proposal_create(request, slug: str):
 def proposal_list(request, slug: str):
     project = selectors.project_for_slug(slug=slug)
     caps = access.access_read(request.user, project)
+    current = inbox.current_versions([project.pk])
     return render(
         request,
         "governance/proposal_list.html",
-        {"project": project, "proposals": selectors.proposal_rows(project=project), "caps": caps},
+        {
+            "project": project,
+            "proposals": [(p, inbox.is_stale(p, current)) for p in selectors.proposal_rows(project=project)],
+            "caps": caps,
+        },
     )
 
 
@@ -167,3 +203,30 @@ def audit_log(request):
         "governance/audit_log.html",
         {"form": form, "page": page, "query": query.urlencode()},
     )
+
+
+@login_required
+@require_POST
+def proposal_resubmit(request, pk: int):
+    """A stale proposal's next step: the same patch over the version that is current now."""
+    stale = selectors.proposal_by_id(proposal_id=pk)
+    current = current_frame_version(project=stale.project)
+    try:
+        proposal = services.proposal_submit(
+            project=stale.project,
+            author=request.user,
+            title=stale.title,
+            rationale=f"{stale.rationale}\n\nResubmitted over v{current.number} from proposal #{stale.pk}.".strip(),
+            patch=stale.patch,
+            expected_base=current,
+        )
+    except services.ProposalInvalid as error:
+        messages.error(
+            request,
+            f"The patch does not apply over v{current.number}: "
+            + "; ".join(str(issue) for issue in error.issues)
+            + ". Propose the change again from the current frame.",
+        )
+        return redirect("proposal-detail", pk=pk)
+    messages.success(request, f"Resubmitted as proposal #{proposal.pk} over v{current.number}.")
+    return redirect("proposal-detail", pk=proposal.pk)

@@ -296,3 +296,14 @@ def evaluation_funnels(evaluation) -> dict[str, LossFunnel]:
         key = condition if variant == "declared" else f"{condition} ({variant})"
         groups[key].append(trace_id)
     return grouped_funnels(groups)
+
+
+def unit_dispositions(*, trace_ids, unit_uid: str) -> dict[int, tuple[str, str]]:
+    """trace id -> (disposition, reason code) of one unit in each of those traces (one query):
+    the history's unit search shows what became of the unit in each trace."""
+    return {
+        trace_id: (disposition, reason)
+        for trace_id, disposition, reason in TraceCandidate.objects.filter(
+            trace_id__in=list(trace_ids), unit_uid=unit_uid
+        ).values_list("trace_id", "disposition", "reason_code")
+    }

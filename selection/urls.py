@@ -7,6 +7,7 @@ urlpatterns: list = []
 
 # --- evaluations (selection/views_evaluation.py) ---
 urlpatterns += [
+    path("evaluations/", views_evaluation.evaluation_index, name="evaluation-index"),
     path(
         "corpora/<slug:name>/evaluations/",
         views_evaluation.evaluation_list,

@@ -29,7 +29,7 @@ from selection.engine.explain import trace_diff
 from selection.engine.reason_codes import REACHES_MODEL, CoalescingKind, Stage
 from selection.engine.types import SIGNAL_NAMES
 
-from . import selectors, services
+from . import origins, selectors, services, trace_table
 from .csv_cells import csv_row
 from .explain import COLUMNS, NOT_ADMITTED, TableQuery, candidate_rows, facet_values, filter_and_sort
 from .models import Project
@@ -106,11 +106,16 @@ def trace_list(request):
     page = Paginator(traces, TRACE_PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    found = (
+        selectors.unit_dispositions(trace_ids=[t.pk for t in page], unit_uid=filters.unit) if filters.unit else {}
+    )
     return render(
         request,
         "selection/trace_list.html",
         {
             "page": page,
+            "rows": [(t, found.get(t.pk), trace_table.disposition_display(found[t.pk][0]) if t.pk in found else None)
+                     for t in page],
             "filters": filters,
             "choices": selectors.trace_search_choices(user=request.user),
             "query": query.urlencode(),
@@ -195,26 +200,34 @@ def _prepend(head, rows):
 # --------------------------------------------------------------------------------------------
 
 
-def _table_context(trace, explained, table: TableQuery) -> dict:
+def _table_context(trace, explained, table: TableQuery, *, details: bool = False) -> dict:
     rows = candidate_rows(explained.result.trace, explained.ledger, explained.ecodes)
     shown = filter_and_sort(rows, table)
+    columns = trace_table.display_columns(details=details)
+    keep = [("details", "1")] if details else []
     return {
         "trace": trace,
-        "rows": shown,
+        "rows": [
+            (row, trace_table.display_cells(row, columns), trace_table.disposition_display(row.record.disposition))
+            for row in shown
+        ],
         "total": len(rows),
         "table": table,
+        "details": details,
         "facets": facet_values(rows),
         "not_admitted": NOT_ADMITTED,
         "columns": [
             (
-                c,
-                _urlencode(table.params(sort=table.sort_param(c.key))),
-                ("desc" if table.descending else "asc") if c.key == table.sort else "",
+                c.column,
+                c.group,
+                _urlencode(table.params(sort=table.sort_param(c.column.key)) + keep),
+                ("desc" if table.descending else "asc") if c.column.key == table.sort else "",
             )
-            for c in COLUMNS
+            for c in columns
         ],
         "has_ledger": bool(explained.ledger),
         "base_query": _urlencode(table.params()),
+        "details_query": _urlencode(table.params() + ([] if details else [("details", "1")])),
     }, rows
 
 
@@ -233,7 +246,9 @@ def trace_detail(request, pk: int):
     trace, caps = selectors.readable_trace(user=request.user, pk=pk)
     explained = selectors.trace_explained(trace)
     table = TableQuery.from_params(request.GET)
-    context, rows = _table_context(trace, explained, table)
+    # sorted by a signal column, the signal columns show, or the order would be unexplained
+    details = request.GET.get("details") == "1" or table.sort in trace_table.DETAIL
+    context, rows = _table_context(trace, explained, table, details=details)
     if request.htmx and request.htmx.target == "candidates":
         return render(request, "selection/trace_candidates.html", context)
     engine_trace = explained.result.trace
@@ -264,6 +279,8 @@ def trace_detail(request, pk: int):
         near_misses=[(n, explained.ledger.get(n.unit_id, "")) for n in explained.near_misses],
         stage_counts=_stage_counts(engine_trace),
         funnel=explained.funnel,
+        origins=origins.trace_origins(trace),
+        comparable=origins.comparable_traces(trace),
     )
     return render(request, "selection/trace_detail.html", context)
 
@@ -386,7 +403,10 @@ def trace_export(request, pk: int, fmt: str):
     if fmt != "csv":
         raise Http404("export as .json or .csv")
     explained = selectors.trace_explained(trace)
-    rows = candidate_rows(explained.result.trace, explained.ledger, explained.ecodes)
+    # the table's filters and sort, when the link carries them: the CSV holds what the page shows
+    rows = filter_and_sort(
+        candidate_rows(explained.result.trace, explained.ledger, explained.ecodes), TableQuery.from_params(request.GET)
+    )
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="trace-{trace.pk}.csv"'
     writer = csv.writer(response)

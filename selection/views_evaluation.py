@@ -20,7 +20,7 @@ from .evaluation_report import (
     evaluation_for_pk,
     evaluation_report,
 )
-from .models import Corpus, Evaluation
+from .models import Corpus, Evaluation, Project
 
 
 def _corpus(name: str) -> Corpus:
@@ -80,3 +80,13 @@ def evaluation_detail(request, pk: int):
             "caps": caps,
         },
     )
+
+
+@login_required
+def evaluation_index(request):
+    """The top navigation's "Evaluations": straight to the corpus when the user reads just one."""
+    projects = access.readable_projects(request.user, Project.objects.all())
+    corpora = list(Corpus.objects.filter(projects__in=projects).distinct().order_by("name"))
+    if len(corpora) == 1:
+        return redirect("evaluation-list", name=corpora[0].name)
+    return render(request, "selection/evaluation_index.html", {"corpora": corpora})

@@ -62,6 +62,8 @@ def browser(tmp_path):
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    # console messages (CSP violations, script errors) for console_errors()
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
     try:
@@ -87,6 +89,11 @@ def css(driver, selector: str, timeout: float = WAIT_SECONDS):
     from selenium.webdriver.support import expected_conditions as ec
 
     return wait_for(driver, ec.presence_of_element_located((By.CSS_SELECTOR, selector)), timeout, selector)
+
+
+def console_errors(driver) -> list[str]:
+    """Console errors since the last call (the log is drained on read): script errors, CSP refusals."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
 
 
 @pytest.fixture

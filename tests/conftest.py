@@ -10,6 +10,21 @@ import pytest
 pytest_plugins = ["tests.browser"]
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own session teardown has dropped the test database
+def pytest_sessionfinish(session, exitstatus):
+    """Stop the embedded PostgreSQL and redis if this test run started them (settings did, on
+    load); servers that were already running, a demo's or another run's, are left alone."""
+    from governance import embedded
+
+    if "redis" in embedded.started_here:
+        embedded.stop_redis()
+    if "postgres" in embedded.started_here:
+        from django.db import connections
+
+        connections.close_all()
+        embedded.stop_postgres()
+
+
 @pytest.fixture
 def make_project(db):
     """A corpus + project with a promoted frame version 1, built through the models."""

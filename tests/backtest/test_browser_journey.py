@@ -57,6 +57,8 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
     browser_login("reviewer", "pw-reviewer")
     browser.get(backtest_url)
     css(browser, "#review-form input[value=approve]").click()
+    for box in browser.find_elements("css selector", "#review-form input[name=acknowledged]"):
+        box.click()  # each task that got worse, acknowledged
     css(browser, "#review-form textarea").send_keys("Recall up, precision within its allowance.")
     css(browser, "#review-form button[type=submit]").click()
     wait_for(browser, lambda d: "approve recorded" in d.page_source, message="the verdict")
@@ -66,7 +68,9 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
     browser_login("lead", "pw-lead")
     proposal = Proposal.objects.get(title="Widen the class pull to five")
     browser.get(url + reverse("proposal-detail", args=[proposal.pk]))
-    css(browser, "#promote button[type=submit]").click()
+    css(browser, "#promote-link").click()  # promotion asks first: the diff and the gate summary
+    css(browser, "#gate-summary")
+    css(browser, "#confirm-promote").click()
     wait_for(browser, lambda d: "is now current for sift" in d.page_source, message="the promotion")
     proposal.refresh_from_db()
     assert proposal.state == ProposalState.PROMOTED

@@ -57,7 +57,7 @@ def test_a_finished_backtest_shows_each_gate_with_its_reason_and_stops_polling(c
     assert html.count("<tr data-task=") == 10
     assert reverse("proposal-review", args=[backtest.proposal_id]) in html  # a reviewer gets the form
     page = client.get(reverse("backtest-detail", args=[backtest.pk])).content.decode()
-    assert "vendor/plotly/plotly.min.js" in page
+    assert "vendor/plotly/plotly-basic-3.7.0.min.js" in page
 
 
 def test_the_proposal_page_links_its_backtest(client, sift_users, half_done):

@@ -109,6 +109,7 @@ def test_the_structured_editor_submits_only_changed_keys(client, project, users)
             "wt_remove__publication-review": "on",
             "new_wt_name": "triage",
             "new_wt_classes": "convention\nmeasurement-contract",
+            "confirm_unknown_classes": "on",  # measurement-contract is new on purpose
             "class_pull": "4",
             "limit_1_metric": "leakage",
             "limit_1_max": "0",
@@ -229,7 +230,8 @@ def test_review_then_promote_through_the_pages(client, project, users, tested):
     proposal, backtest = tested
     detail = reverse("proposal-detail", args=[proposal.pk])
     html = login(client, users["lead"]).get(detail).content.decode()
-    assert "has not been reviewed" in html and "disabled" in html.split('id="promote"')[1]
+    # no promote button while something blocks it: the blockers say what it waits for
+    assert "has not been reviewed" in html and 'id="promote-link"' not in html
 
     response = login(client, users["reviewer"]).post(
         reverse("proposal-review", args=[proposal.pk]),
@@ -240,6 +242,11 @@ def test_review_then_promote_through_the_pages(client, project, users, tested):
 
     html = login(client, users["lead"]).get(detail).content.decode()
     assert "Promotion is not possible" not in html
+    # promotion asks first, on a page with the diff and the gate summary
+    confirm = reverse("proposal-promote-confirm", args=[proposal.pk])
+    assert f'href="{confirm}"' in html
+    page = client.get(confirm).content.decode()
+    assert 'id="gate-summary"' in page and 'id="confirm-promote"' in page and "What changes" in page
     response = client.post(reverse("proposal-promote", args=[proposal.pk]), follow=True)
     assert "v2 is now current for alpha" in response.content.decode()
     assert current_frame_version(project=project).number == 2
@@ -302,7 +309,7 @@ def test_proposal_list_shows_states_in_fixed_queries(client, project, users, sub
     few = queries()
     for _ in range(5):
         make_backtest(submit({"class_pull": 4}))
-    assert queries() == few == 5  # session, user, project, grants, proposals
+    assert queries() == few == 6  # session, user, project, grants, current version, proposals
     html = client.get(url).content.decode()
     assert html.count('<span class="badge proposed">proposed</span>') == 6
 

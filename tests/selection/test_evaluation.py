@@ -354,7 +354,7 @@ def test_the_evaluation_page_shows_the_ladder_and_the_charts_data(client, people
     assert recall["y"] == [mean(lab[1], c, "must_include_recall") for c in LADDER]
     assert recall["oracle"] == 1.0
     assert 'id="evaluation-charts"' in html and '"oracle": 1.0' in html
-    assert "vendor/plotly/plotly.min.js" in html and "cdn" not in html.lower()
+    assert "vendor/plotly/plotly-basic-3.7.0.min.js" in html and "cdn" not in html.lower()
     for table in ("ladder", "pairs", "hazard", "ecodes", "tasks"):
         assert f'id="{table}"' in html
     # every per-task cell opens its trace (names it, where the trace page is not installed)

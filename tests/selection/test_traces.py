@@ -255,7 +255,7 @@ def test_trace_page_shows_frames_policy_bundle_and_ledger(lab, auditor_client):
     assert "folds restatements: <code>n1</code>" in bundle
     assert "Supersession: R0, superseded by R1" in bundle
     # charts load the vendored plotly.js, never a CDN
-    assert "/static/vendor/plotly/plotly.min.js" in html and "cdn" not in html.lower()
+    assert "/static/vendor/plotly/plotly-basic-3.7.0.min.js" in html and "cdn" not in html.lower()
     assert 'id="signal-data"' in html and 'id="stage-data"' in html
 
 

@@ -130,8 +130,9 @@ def test_trace_journey(browser, live_server, client, tmp_path, django_user_model
 
     # 5. a diff against the other frame version's trace, through the trace page's form
     browser.get(f"{live_server.url}{reverse('trace-detail', args=[trace_pk])}")
+    # the picker offers the same task's traces, the other frame version first
     field = wait.until(ec.presence_of_element_located((By.ID, "diff-b")))
-    field.send_keys(str(other.pk if other.pk != trace_pk else first.pk))
+    Select(field).select_by_value(str(other.pk if other.pk != trace_pk else first.pk))
     field.submit()
     wait.until(ec.presence_of_element_located((By.ID, "diff-admitted")))
     assert browser.find_element(By.ID, "diff-reasons").is_displayed()

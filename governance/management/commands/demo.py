@@ -1,6 +1,8 @@
 """`make demo`: migrate, load fixtures, create demo accounts, then run a worker and the server.
 
-Ctrl-C stops every process this command started, and the embedded servers if it started them.
+The server runs as production does: DEBUG off, static files collected with hashed names and
+served compressed by WhiteNoise. Ctrl-C, SIGTERM or SIGHUP stops every process this command
+started, and the embedded servers if it started them.
 """
 
 from __future__ import annotations
@@ -56,37 +58,52 @@ class Command(BaseCommand):
         for username, role in DEMO_ACCOUNTS:
             self.stdout.write(f"  {username:9} {role.label:13} password: {passwords[username]}")
 
+        # the children run without DEBUG; this process's own settings are already loaded
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "FG_DEBUG": "0"}
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--no-input", "--verbosity=0"], env=env, check=True
+        )
         children: list[subprocess.Popen] = []
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        if not no_worker:
+        stopping = []
+
+        def stop(signum, frame):
+            stopping.append(signum)
+            raise KeyboardInterrupt
+
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, stop)
+        try:
+            if not no_worker:
+                children.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "celery",
+                            "-A",
+                            "governance",
+                            "worker",
+                            "--loglevel=WARNING",
+                            "--concurrency=1",
+                            "--hostname=demo@%h",
+                        ],
+                        env=env,
+                    )
+                )
             children.append(
                 subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "celery",
-                        "-A",
-                        "governance",
-                        "worker",
-                        "--loglevel=WARNING",
-                        "--concurrency=1",
-                        "--hostname=demo@%h",
-                    ],
-                    env=env,
+                    [sys.executable, "manage.py", "runserver", addr, "--noreload", "--nostatic"], env=env
                 )
             )
-        children.append(
-            subprocess.Popen(
-                [sys.executable, "manage.py", "runserver", addr, "--noreload"], env=env
-            )
-        )
-        self.stdout.write(self.style.SUCCESS(f"Serving http://{addr}/ — Ctrl-C stops everything."))
-        try:
+            self.stdout.write(self.style.SUCCESS(f"Serving http://{addr}/ — Ctrl-C stops everything."))
             while all(child.poll() is None for child in children):
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
         finally:
+            # a second signal while stopping must not cut the clean-up short
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_IGN)
             for child in children:
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
@@ -95,6 +112,7 @@ class Command(BaseCommand):
                     child.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     child.kill()
+                    child.wait()
             if "redis" in embedded.started_here:
                 embedded.stop_redis()
             if "postgres" in embedded.started_here:

@@ -1,0 +1,97 @@
+"""The review card: a passing backtest cannot hide a task that got worse, and approving it asks
+the reviewer to acknowledge each such task; a replayed trace links back to its backtest."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from backtest import services
+from backtest.models import Approval
+
+from .conftest import proposal
+
+pytestmark = pytest.mark.django_db
+
+
+def _finished(uid: str):
+    backtest = services.backtest_enqueue(proposal=proposal(uid), requested_by=None)
+    for task_id in backtest.task_ids:
+        for side in ("baseline", "candidate"):
+            services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+    return backtest, services.backtest_finish(backtest_id=backtest.pk)
+
+
+def _regressed(html: str) -> list[str]:
+    card = html[html.index('id="regressions"') :]
+    return re.findall(r'<li data-task="([^"]+)"', card[: card.index("</fieldset>")])
+
+
+def test_the_proposal_page_lists_every_task_that_got_worse_with_its_trace_diff(client, sift_users):
+    backtest, decision = _finished("wider-class-pull")
+    assert decision.passed
+    # what the replays say: tasks whose precision (or any quality metric) fell
+    fell = [
+        row["task"]
+        for row in decision.per_task_deltas
+        if any(row["delta"].get(m, 0) < -1e-9 for m in ("must_include_recall", "precision"))
+        or any(row["delta"].get(m, 0) > 1e-9 for m in ("leakage", "harmful_admission"))
+    ]
+    assert fell, "the fixture proposal should make at least one task worse"
+    client.force_login(sift_users["reviewer"])
+    html = client.get(reverse("proposal-detail", args=[backtest.proposal_id])).content.decode()
+    assert 'id="review-gates"' in html
+    for gate in decision.gate_results:
+        assert gate["reason"] in html
+    regressed = _regressed(html)
+    assert set(fell) <= set(regressed)
+    assert "although the gates passed" in html
+    assert html.count('class="task-diff"') == len(regressed)
+    assert f'name="acknowledged" value="{regressed[0]}"' in html
+    # an auditor sees the same card, without the checkboxes
+    client.force_login(sift_users["auditor"])
+    html = client.get(reverse("proposal-detail", args=[backtest.proposal_id])).content.decode()
+    assert _regressed(html) == regressed and 'name="acknowledged"' not in html
+
+
+def test_approving_needs_each_regressed_task_acknowledged(client, sift_users):
+    backtest, _decision = _finished("wider-class-pull")
+    client.force_login(sift_users["reviewer"])
+    url = reverse("proposal-detail", args=[backtest.proposal_id])
+    regressed = _regressed(client.get(url).content.decode())
+    review = reverse("proposal-review", args=[backtest.proposal_id])
+    post = {"backtest": backtest.pk, "verdict": "approve", "comment": ""}
+
+    response = client.post(review, {**post, "acknowledged": regressed[:-1]})
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "Acknowledge each task that got worse before approving: " + regressed[-1] in html
+    assert not Approval.objects.filter(backtest=backtest).exists()
+    # the boxes already ticked stay ticked
+    assert f'value="{regressed[0]}" id="ack-1" checked' in html or len(regressed) == 1
+
+    response = client.post(review, {**post, "acknowledged": regressed})
+    assert response.status_code == 302
+    assert Approval.objects.get(backtest=backtest).verdict == "approve"
+
+
+def test_rejecting_needs_no_acknowledgement(client, sift_users):
+    backtest, _decision = _finished("wider-class-pull")
+    client.force_login(sift_users["reviewer"])
+    response = client.post(
+        reverse("proposal-review", args=[backtest.proposal_id]),
+        {"backtest": backtest.pk, "verdict": "reject", "comment": "precision fell on two tasks"},
+    )
+    assert response.status_code == 302
+    assert Approval.objects.get(backtest=backtest).verdict == "reject"
+
+
+def test_a_replayed_trace_links_back_to_its_backtest(client, sift_users):
+    backtest, _decision = _finished("wider-class-pull")
+    trace_id = backtest.replays.order_by("pk").values_list("trace_id", flat=True).first()
+    client.force_login(sift_users["auditor"])
+    html = client.get(reverse("trace-detail", args=[trace_id])).content.decode()
+    origin = html[html.index('id="trace-origin"') :]
+    assert f'href="{reverse("backtest-detail", args=[backtest.pk])}"' in origin[: origin.index("</p>")]
