@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from . import views, views_tokens
+from .api_site import api
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -14,6 +15,10 @@ urlpatterns = [
     path("proposals/<int:pk>/review/", views.proposal_review, name="proposal-review"),
     path("proposals/<int:pk>/promote/", views.proposal_promote, name="proposal-promote"),
     path("audit/", views.audit_log, name="audit-log"),
+    path("settings/tokens/", views_tokens.token_list, name="api-tokens"),
+    path("settings/tokens/new/", views_tokens.token_create, name="api-token-create"),
+    path("settings/tokens/<int:pk>/revoke/", views_tokens.token_revoke, name="api-token-revoke"),
+    path("api/v1/", api.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

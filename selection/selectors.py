@@ -37,7 +37,7 @@ from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest, SelectionResult, Unit
 
 from . import scoring, store
-from .models import MemoryUnit, Trace, TraceCandidate, UnitLink
+from .models import Corpus, MemoryUnit, Trace, TraceCandidate, UnitLink
 from .services import embed_query, trace_result
 
 # --------------------------------------------------------------------------------------------
@@ -341,3 +341,22 @@ def backtest_funnels(backtest) -> dict[str, LossFunnel]:
     ):
         groups[side].append(trace_id)
     return _grouped({side: groups.get(side, []) for side in ("baseline", "candidate")})
+
+
+# --------------------------------------------------------------------------------------------
+# Corpora (the API's corpus list)
+# --------------------------------------------------------------------------------------------
+
+
+def readable_corpora(*, user):
+    """Corpora with at least one project `user` may read, by name, their projects prefetched."""
+    return (
+        Corpus.objects.filter(projects__in=access.readable_projects(user))
+        .distinct()
+        .order_by("name")
+        .prefetch_related("projects")
+    )
+
+
+def readable_corpus(*, user, corpus) -> access.CorpusCapabilities:
+    return access.access_corpus_read(user, corpus)

@@ -1,0 +1,518 @@
+"""The selection app's API routes: select, the trace explorer, corpora and evaluations.
+
+Routes parse, call the one selector or service the pages call, and shape the answer; role checks
+happen in those selectors and services. Authentication is given by the site (governance.api_site),
+so this module imports nothing of the apps above it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import date, datetime
+from typing import Any, Literal
+
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.urls import reverse
+from ninja import Field, File, Query, Router, Schema
+from ninja.files import UploadedFile
+
+from selection.engine.explain import trace_diff
+from selection.engine.types import SIGNAL_KINDS, WorkSignal
+
+from . import selectors, serving, services, uploads
+from .evaluation import evaluation_run
+from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk
+from .models import Corpus, Evaluation
+
+router = Router(tags=["selection"])
+
+TRACE_PAGE_SIZE = 50
+MAX_TEXT = 20_000
+MAX_SIGNALS = 100
+MAX_BUDGET = 100_000
+
+SignalKind = Literal[SIGNAL_KINDS]  # type: ignore[valid-type]
+
+
+# --------------------------------------------------------------------------------------------
+# Schemas
+# --------------------------------------------------------------------------------------------
+
+
+class SignalIn(Schema):
+    id: str = Field(min_length=1, max_length=200)
+    kind: SignalKind  # type: ignore[valid-type]
+    content: str = Field(min_length=1, max_length=MAX_TEXT)
+
+
+class WorkFrameIn(Schema):
+    """A declared work frame; each field may cite the signals that licensed it."""
+
+    objective: str = Field("", max_length=MAX_TEXT)
+    work_type: str | None = Field(None, max_length=100)
+    constraints: list[str] = Field(default_factory=list, max_length=50)
+    cites: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class SelectIn(Schema):
+    project: str = Field(min_length=1, max_length=100)
+    query: str = Field("", max_length=MAX_TEXT, description="empty: the signals' contents are the query")
+    signals: list[SignalIn] = Field(default_factory=list, max_length=MAX_SIGNALS)
+    work_frame: WorkFrameIn | None = None
+    budget_tokens: int | None = Field(None, ge=1, le=MAX_BUDGET, description="default: the site's budget")
+    condition: str = Field("C6", max_length=8)
+    standpoint: datetime | None = Field(None, description="default: the corpus's standpoint")
+
+
+class BundleItemOut(Schema):
+    item_id: str
+    sources: list[str]
+    evidence_class: str
+    project: str
+    text: str
+    contradicts: list[str]
+    notes: list[str]
+    tokens: int
+
+
+class BundleOut(Schema):
+    items: list[BundleItemOut]
+    sources: list[str] = Field(description="every admitted unit, folded ones included, in bundle order")
+    rendered: str
+    tokens: int
+    budget_tokens: int
+    digest: str
+
+
+class DiagnosticsOut(Schema):
+    condition: str
+    effective_condition: str
+    condition_note: str
+    frame_version: int
+    candidates: int
+    admitted: int
+    rejected: int
+    reasons: dict[str, int] = Field(description="candidates per reason code")
+
+
+class SelectOut(Schema):
+    trace_id: int
+    trace_url: str
+    page_url: str
+    bundle: BundleOut
+    diagnostics: DiagnosticsOut
+
+
+class TraceFilterIn(Schema):
+    project: str = Field("", max_length=100)
+    frame_version: int | None = Field(None, ge=0, le=2_147_483_647)
+    since: date | None = None
+    until: date | None = None
+    task: str = Field("", max_length=200)
+    reason: str = Field("", max_length=60)
+    disposition: str = Field("", max_length=30)
+    unit: str = Field("", max_length=200)
+    source: str = Field("", max_length=30)
+    condition: str = Field("", max_length=8)
+    page: int = Field(1, ge=1, le=1_000_000)
+
+
+class TraceSummaryOut(Schema):
+    id: int
+    url: str
+    created_at: datetime
+    project: str
+    frame_version: int
+    task: str | None
+    condition: str
+    source: str
+    query: str
+    budget_tokens: int
+    bundle_tokens: int
+    bundle_digest: str
+    candidates: int
+    admitted: list[str]
+
+
+class TracePageOut(Schema):
+    count: int
+    page: int
+    pages: int
+    results: list[TraceSummaryOut]
+
+
+class TraceOut(TraceSummaryOut):
+    engine_version: str
+    policy_version: str
+    bundle: dict[str, Any] = Field(description="the ContextBundle document")
+    trace: dict[str, Any] = Field(description="the ContextTrace document, every candidate included")
+
+
+class CheckOut(Schema):
+    name: str
+    ok: bool
+    expected: str
+    actual: str
+
+
+class VerificationOut(Schema):
+    trace_id: int
+    stored_ok: bool
+    rerun_ok: bool
+    rerun_error: str
+    stored: list[CheckOut]
+    rerun: list[CheckOut]
+
+
+class TraceDiffOut(Schema):
+    a: int
+    b: int
+    same_bundle: bool
+    header: list[list[str]] = Field(description="[field, a, b] for each header field that differs")
+    admitted: list[str] = Field(description="admitted in b, not in a")
+    dropped: list[str] = Field(description="admitted in a, not in b")
+    kept: list[str]
+    reason_changes: list[dict[str, Any]]
+    signal_changes: list[dict[str, Any]]
+
+
+class ProbeOut(Schema):
+    value: int
+    disposition: str | None
+    reason_code: str | None
+
+
+class CounterfactualOut(Schema):
+    kind: str
+    title: str
+    applicable: bool
+    found: bool
+    value: int | None
+    setting: str
+    outcome: ProbeOut | None
+    below: ProbeOut | None
+    gained: list[str]
+    lost: list[str]
+    runs: int
+    note: str
+
+
+class CounterfactualReportOut(Schema):
+    trace_id: int
+    unit_id: str
+    disposition: str | None = Field(description="the unit in the stored trace; null: not a candidate")
+    reason_code: str | None
+    ledger_label: str
+    baseline: ProbeOut
+    reproduces: bool
+    options: list[CounterfactualOut]
+
+
+class CorpusOut(Schema):
+    name: str
+    description: str
+    standpoint: datetime | None
+    imported_at: datetime
+    projects: list[str]
+    evaluations_url: str
+
+
+class EvaluationIn(Schema):
+    conditions: list[str] = Field(default_factory=list, max_length=16, description="empty: the whole ladder")
+
+
+class EvaluationOut(Schema):
+    id: int
+    url: str
+    page_url: str
+    corpus: str
+    created_at: datetime
+    engine_version: str
+    conditions: list[str]
+    result: dict[str, Any] = Field(description="the `evaluate --json` document")
+
+
+class EvaluationSummaryOut(Schema):
+    id: int
+    url: str
+    created_at: datetime
+    engine_version: str
+    conditions: list[str]
+    runs: int
+
+
+class CorpusImportOut(Schema):
+    name: str
+    projects: list[str]
+    units: int
+    tasks: int
+    url: str
+
+
+# --------------------------------------------------------------------------------------------
+# Select
+# --------------------------------------------------------------------------------------------
+
+
+def _trace_url(pk: int) -> str:
+    return reverse("api-1:trace", args=[pk])
+
+
+@router.post("/select", response=SelectOut, url_name="select", summary="Select a context bundle")
+def select(request, body: SelectIn):
+    """Build the bundle for a request under the project's promoted frame; the trace is stored
+    (source "api") and searchable like any other."""
+    frame = body.work_frame or WorkFrameIn()
+    selection = serving.selection_request(
+        user=request.auth,
+        project_slug=body.project,
+        query=body.query,
+        signals=tuple(WorkSignal(id=s.id, kind=s.kind, content=s.content) for s in body.signals),
+        objective=frame.objective,
+        work_type=frame.work_type,
+        constraints=tuple(frame.constraints),
+        cites=frame.cites,
+        budget_tokens=body.budget_tokens,
+        condition=body.condition,
+        standpoint=body.standpoint,
+    )
+    result, trace = selection.result, selection.trace
+    reasons: dict[str, int] = {}
+    for c in result.trace.candidates:
+        reasons[c.reason_code] = reasons.get(c.reason_code, 0) + 1
+    admitted = len(result.trace.admitted_unit_ids())
+    bundle = result.bundle
+    return {
+        "trace_id": trace.pk,
+        "trace_url": _trace_url(trace.pk),
+        "page_url": reverse("trace-detail", args=[trace.pk]),
+        "bundle": {
+            "items": [asdict(item) for item in bundle.items],
+            "sources": list(bundle.unit_ids()),
+            "rendered": bundle.rendered,
+            "tokens": bundle.tokens,
+            "budget_tokens": bundle.budget_tokens,
+            "digest": bundle.digest,
+        },
+        "diagnostics": {
+            "condition": result.trace.condition,
+            "effective_condition": result.trace.effective_condition,
+            "condition_note": result.trace.condition_note,
+            "frame_version": trace.frame_version,
+            "candidates": len(result.trace.candidates),
+            "admitted": admitted,
+            "rejected": len(result.trace.candidates) - admitted,
+            "reasons": dict(sorted(reasons.items())),
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Traces
+# --------------------------------------------------------------------------------------------
+
+
+def _summary(trace) -> dict:
+    return {
+        "id": trace.pk,
+        "url": _trace_url(trace.pk),
+        "created_at": trace.created_at,
+        "project": trace.project.slug,
+        "frame_version": trace.frame_version,
+        "task": trace.task.uid if trace.task_id else None,
+        "condition": trace.condition,
+        "source": trace.source,
+        "query": trace.query,
+        "budget_tokens": trace.budget_tokens,
+        "bundle_tokens": trace.bundle_tokens,
+        "bundle_digest": trace.bundle_digest,
+        "candidates": getattr(trace, "candidate_count", None) or 0,
+        "admitted": list(trace.admitted),
+    }
+
+
+@router.get("/traces", response=TracePageOut, url_name="traces", summary="Search the trace history")
+def trace_list(request, filters: Query[TraceFilterIn]):
+    """The history page's search: the same filters, newest first, 50 a page."""
+    criteria = selectors.TraceFilters(**filters.dict(exclude={"page"}))
+    paginator = Paginator(selectors.trace_search(user=request.auth, filters=criteria), TRACE_PAGE_SIZE)
+    page = paginator.get_page(filters.page)
+    return {
+        "count": paginator.count,
+        "page": page.number,
+        "pages": paginator.num_pages,
+        "results": [_summary(t) for t in page],
+    }
+
+
+@router.get("/traces/{trace_id}", response=TraceOut, url_name="trace", summary="One trace, in full")
+def trace_detail(request, trace_id: int):
+    trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
+    result = services.trace_result(trace)
+    doc = _summary(trace)
+    doc["candidates"] = len(result.trace.candidates)
+    doc.update(
+        engine_version=trace.engine_version,
+        policy_version=trace.policy_version,
+        bundle=result.bundle.as_dict(),
+        trace=result.trace.as_dict(),
+    )
+    return doc
+
+
+@router.get("/traces/{a}/diff/{b}", response=TraceDiffOut, url_name="trace-diff", summary="Compare two traces")
+def trace_diff_route(request, a: int, b: int):
+    trace_a, _ = selectors.readable_trace(user=request.auth, pk=a)
+    trace_b, _ = selectors.readable_trace(user=request.auth, pk=b)
+    diff = trace_diff(services.trace_result(trace_a).trace, services.trace_result(trace_b).trace)
+    return {
+        "a": trace_a.pk,
+        "b": trace_b.pk,
+        "same_bundle": diff.same_bundle,
+        "header": [list(row) for row in diff.header],
+        "admitted": list(diff.admitted),
+        "dropped": list(diff.dropped),
+        "kept": list(diff.kept),
+        "reason_changes": [asdict(c) for c in diff.reason_changes],
+        "signal_changes": [asdict(c) for c in diff.signal_changes],
+    }
+
+
+@router.post("/traces/{trace_id}/verify", response=VerificationOut, url_name="trace-verify", summary="Verify a trace")
+def trace_verify(request, trace_id: int):
+    """Recompute the digest from the stored text and by re-running the engine; writes nothing."""
+    trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
+    verification = selectors.trace_verify(trace)
+    return {
+        "trace_id": trace.pk,
+        "stored_ok": verification.stored_ok,
+        "rerun_ok": verification.rerun_ok,
+        "rerun_error": verification.rerun_error,
+        "stored": [asdict(c) for c in verification.stored],
+        "rerun": [asdict(c) for c in verification.rerun],
+    }
+
+
+@router.get(
+    "/traces/{trace_id}/counterfactual/{unit}",
+    response=CounterfactualReportOut,
+    url_name="trace-counterfactual",
+    summary="What smallest change would have admitted a unit",
+)
+def trace_counterfactual(request, trace_id: int, unit: str):
+    trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
+    explained = selectors.trace_explained(trace)
+    record = explained.result.trace.candidate(unit)
+    if record is None and unit not in explained.ledger:
+        raise Http404(f"{unit} is neither a candidate of trace #{trace.pk} nor in its ledger")
+    report = selectors.trace_counterfactual(trace, unit)
+    return {
+        "trace_id": trace.pk,
+        "unit_id": unit,
+        "disposition": record.disposition if record else None,
+        "reason_code": record.reason_code if record else None,
+        "ledger_label": explained.ledger.get(unit, ""),
+        "baseline": asdict(report.baseline),
+        "reproduces": report.reproduces,
+        "options": [asdict(o) for o in report.options],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Corpora and evaluations
+# --------------------------------------------------------------------------------------------
+
+
+def _corpus(name: str) -> Corpus:
+    try:
+        return corpus_for_name(name=name)
+    except Corpus.DoesNotExist:
+        raise Http404(f'no corpus "{name}"') from None
+
+
+@router.get("/corpora", response=list[CorpusOut], url_name="corpora", summary="The corpora you may read")
+def corpus_list(request):
+    return [
+        {
+            "name": corpus.name,
+            "description": corpus.description,
+            "standpoint": corpus.standpoint,
+            "imported_at": corpus.imported_at,
+            "projects": [p.slug for p in corpus.projects.all()],
+            "evaluations_url": reverse("evaluation-list", args=[corpus.name]),
+        }
+        for corpus in selectors.readable_corpora(user=request.auth)
+    ]
+
+
+@router.post(
+    "/corpora", response={201: CorpusImportOut}, url_name="corpus-import", summary="Import a corpus archive"
+)
+def corpus_upload(request, archive: File[UploadedFile]):
+    """A .tar.gz or .zip of a corpus in the interchange format, checked in full before any write."""
+    corpus = uploads.corpus_import_upload(user=request.auth, upload=archive)
+    return 201, {
+        "name": corpus.name,
+        "projects": [p.slug for p in corpus.projects.all()],
+        "units": corpus.units.count(),
+        "tasks": corpus.tasks.count(),
+        "url": reverse("evaluation-list", args=[corpus.name]),
+    }
+
+
+@router.get(
+    "/corpora/{name}/evaluations",
+    response=list[EvaluationSummaryOut],
+    url_name="corpus-evaluations",
+    summary="A corpus's evaluations",
+)
+def evaluation_list(request, name: str):
+    corpus = _corpus(name)
+    selectors.readable_corpus(user=request.auth, corpus=corpus)
+    return [
+        {
+            "id": e.pk,
+            "url": reverse("api-1:evaluation", args=[e.pk]),
+            "created_at": e.created_at,
+            "engine_version": e.engine_version,
+            "conditions": list(e.conditions),
+            "runs": e.run_count,
+        }
+        for e in corpus_evaluations(corpus=corpus)
+    ]
+
+
+@router.post(
+    "/corpora/{name}/evaluations",
+    response={201: EvaluationOut},
+    url_name="evaluation-create",
+    summary="Run an evaluation of a corpus",
+)
+def evaluation_create(request, name: str, body: EvaluationIn):
+    corpus = _corpus(name)
+    evaluation = evaluation_run(corpus=corpus, conditions=body.conditions or None, actor=request.auth)
+    return 201, _evaluation(evaluation, corpus)
+
+
+@router.get("/evaluations/{evaluation_id}", response=EvaluationOut, url_name="evaluation", summary="One evaluation")
+def evaluation_detail(request, evaluation_id: int):
+    try:
+        evaluation = evaluation_for_pk(pk=evaluation_id)
+    except Evaluation.DoesNotExist:
+        raise Http404(f"no evaluation {evaluation_id}") from None
+    selectors.readable_corpus(user=request.auth, corpus=evaluation.corpus)
+    return _evaluation(evaluation, evaluation.corpus)
+
+
+def _evaluation(evaluation: Evaluation, corpus: Corpus) -> dict:
+    return {
+        "id": evaluation.pk,
+        "url": reverse("api-1:evaluation", args=[evaluation.pk]),
+        "page_url": reverse("evaluation-detail", args=[evaluation.pk]),
+        "corpus": corpus.name,
+        "created_at": evaluation.created_at,
+        "engine_version": evaluation.engine_version,
+        "conditions": list(evaluation.conditions),
+        "result": evaluation.result,
+    }
