@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.urls import reverse
-from ninja import Field, Router, Schema
+from ninja import Field, Router, Schema, Status
 
 from governance import access
 from governance import services as governance_services
@@ -179,4 +179,4 @@ def backtest_review(request, backtest_id: int, body: ReviewIn):
     governance_services.backtest_review(
         backtest=backtest, reviewer=request.auth, verdict=body.verdict, comment=body.comment
     )
-    return 201, _backtest(selectors.backtest_by_id(backtest_id=backtest_id))
+    return Status(201, _backtest(selectors.backtest_by_id(backtest_id=backtest_id)))

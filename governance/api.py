@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.paginator import Paginator
 from django.urls import reverse
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from . import access, frames, selectors, services
 
@@ -191,7 +191,9 @@ def _readable_project(user, slug: str):
     return project
 
 
-@router.get("/projects/{slug}/frames", response=list[VersionOut], url_name="frames", summary="A project's frame versions")
+@router.get(
+    "/projects/{slug}/frames", response=list[VersionOut], url_name="frames", summary="A project's frame versions"
+)
 def frame_list(request, slug: str):
     project = _readable_project(request.auth, slug)
     return [
@@ -210,7 +212,9 @@ def frame_list(request, slug: str):
     ]
 
 
-@router.get("/projects/{slug}/frames/diff", response=FrameDiffOut, url_name="frame-diff", summary="Compare two versions")
+@router.get(
+    "/projects/{slug}/frames/diff", response=FrameDiffOut, url_name="frame-diff", summary="Compare two versions"
+)
 def frame_diff(request, slug: str, versions: Query[FrameDiffIn]):
     project = _readable_project(request.auth, slug)
     a = selectors.frame_version(project=project, number=versions.a)
@@ -285,7 +289,7 @@ def proposal_create(request, body: ProposalIn):
         patch=body.patch,
         expected_base=expected,
     )
-    return 201, _proposal(selectors.proposal_by_id(proposal_id=proposal.pk))
+    return Status(201, _proposal(selectors.proposal_by_id(proposal_id=proposal.pk)))
 
 
 @router.get("/proposals/{proposal_id}", response=ProposalOut, url_name="proposal", summary="One proposal")
@@ -304,14 +308,17 @@ def proposal_detail(request, proposal_id: int):
 def proposal_promote(request, proposal_id: int):
     proposal = selectors.proposal_by_id(proposal_id=proposal_id)
     promotion = services.proposal_promote(proposal=proposal, lead=request.auth)
-    return 201, {
-        "project": proposal.project.slug,
-        "proposal_id": proposal.pk,
-        "frame_version": promotion.frame_version.number,
-        "sequence": promotion.sequence,
-        "promoted_by": request.auth.username,
-        "promoted_at": promotion.promoted_at,
-    }
+    return Status(
+        201,
+        {
+            "project": proposal.project.slug,
+            "proposal_id": proposal.pk,
+            "frame_version": promotion.frame_version.number,
+            "sequence": promotion.sequence,
+            "promoted_by": request.auth.username,
+            "promoted_at": promotion.promoted_at,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -177,7 +177,11 @@ def _unauthenticated(request, exc):
 def _http_error(request, exc: HttpError):
     titles = {400: "Bad request", 403: "Forbidden", 404: "Not found", 405: "Method not allowed", 413: "Too large"}
     return problem(
-        request, exc.status_code, titles.get(exc.status_code, "Request refused"), str(exc), slug=f"http-{exc.status_code}"
+        request,
+        exc.status_code,
+        titles.get(exc.status_code, "Request refused"),
+        str(exc),
+        slug=f"http-{exc.status_code}",
     )
 
 

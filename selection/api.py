@@ -14,7 +14,7 @@ from typing import Any, Literal
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.urls import reverse
-from ninja import Field, File, Query, Router, Schema
+from ninja import Field, File, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 
 from selection.engine.explain import trace_diff
@@ -446,19 +446,20 @@ def corpus_list(request):
     ]
 
 
-@router.post(
-    "/corpora", response={201: CorpusImportOut}, url_name="corpus-import", summary="Import a corpus archive"
-)
+@router.post("/corpora", response={201: CorpusImportOut}, url_name="corpus-import", summary="Import a corpus archive")
 def corpus_upload(request, archive: File[UploadedFile]):
     """A .tar.gz or .zip of a corpus in the interchange format, checked in full before any write."""
     corpus = uploads.corpus_import_upload(user=request.auth, upload=archive)
-    return 201, {
-        "name": corpus.name,
-        "projects": [p.slug for p in corpus.projects.all()],
-        "units": corpus.units.count(),
-        "tasks": corpus.tasks.count(),
-        "url": reverse("evaluation-list", args=[corpus.name]),
-    }
+    return Status(
+        201,
+        {
+            "name": corpus.name,
+            "projects": [p.slug for p in corpus.projects.all()],
+            "units": corpus.units.count(),
+            "tasks": corpus.tasks.count(),
+            "url": reverse("evaluation-list", args=[corpus.name]),
+        },
+    )
 
 
 @router.get(
@@ -492,7 +493,7 @@ def evaluation_list(request, name: str):
 def evaluation_create(request, name: str, body: EvaluationIn):
     corpus = _corpus(name)
     evaluation = evaluation_run(corpus=corpus, conditions=body.conditions or None, actor=request.auth)
-    return 201, _evaluation(evaluation, corpus)
+    return Status(201, _evaluation(evaluation, corpus))
 
 
 @router.get("/evaluations/{evaluation_id}", response=EvaluationOut, url_name="evaluation", summary="One evaluation")

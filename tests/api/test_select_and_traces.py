@@ -48,7 +48,9 @@ def test_select_validation_errors_name_the_field(api, people, token_for):
     agent = api(token_for(people["lead"], "sift", "lead"))
     doc = assert_problem(agent.post("/select", {**FAILING_TEST, "budget_tokens": -5}), 422)
     assert doc["errors"][0]["location"][-1] == "budget_tokens"
-    doc = assert_problem(agent.post("/select", {**FAILING_TEST, "signals": [{"id": "x", "kind": "gossip", "content": "a"}]}), 422)
+    doc = assert_problem(
+        agent.post("/select", {**FAILING_TEST, "signals": [{"id": "x", "kind": "gossip", "content": "a"}]}), 422
+    )
     assert doc["errors"][0]["location"][-3:] == ["signals", 0, "kind"]
     assert_problem(agent.post("/select", {"project": "sift"}), 422)  # neither query nor signal
     assert_problem(agent.post("/select", {**FAILING_TEST, "condition": "C9"}), 422)
@@ -110,5 +112,7 @@ def test_session_auth_needs_the_csrf_token_for_writes(context_lab, people):
     assert_problem(refused, 403)
     browser.get("/settings/tokens/")  # sets the csrftoken cookie
     csrf = browser.cookies["csrftoken"].value
-    accepted = browser.post("/api/v1/select", FAILING_TEST, content_type="application/json", headers={"X-CSRFToken": csrf})
+    accepted = browser.post(
+        "/api/v1/select", FAILING_TEST, content_type="application/json", headers={"X-CSRFToken": csrf}
+    )
     assert accepted.status_code == 200, accepted.content
