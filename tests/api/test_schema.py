@@ -1,0 +1,80 @@
+"""The API's contract: the OpenAPI document is snapshotted, its docs are served locally, and a
+schemathesis run over it (authenticated as a lead) finds no 5xx and no answer outside the schema.
+
+After an intended change to the API, rewrite the snapshot and commit it with the change:
+
+    FG_UPDATE_OPENAPI_SNAPSHOT=1 .venv/bin/pytest tests/api/test_schema.py -k snapshot
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.api.conftest import API
+
+SNAPSHOT = Path(__file__).with_name("openapi.json")
+UPDATE = os.environ.get("FG_UPDATE_OPENAPI_SNAPSHOT") == "1"
+ENDPOINTS = {
+    ("post", "/api/v1/select"),
+    ("get", "/api/v1/traces"),
+    ("get", "/api/v1/traces/{trace_id}"),
+    ("get", "/api/v1/traces/{a}/diff/{b}"),
+    ("post", "/api/v1/traces/{trace_id}/verify"),
+    ("get", "/api/v1/traces/{trace_id}/counterfactual/{unit}"),
+    ("get", "/api/v1/projects"),
+    ("get", "/api/v1/projects/{slug}/frames"),
+    ("get", "/api/v1/projects/{slug}/frames/{number}"),
+    ("get", "/api/v1/projects/{slug}/frames/diff"),
+    ("post", "/api/v1/proposals"),
+    ("get", "/api/v1/proposals/{proposal_id}"),
+    ("get", "/api/v1/backtests/{backtest_id}"),
+    ("post", "/api/v1/backtests/{backtest_id}/reviews"),
+    ("post", "/api/v1/proposals/{proposal_id}/promotion"),
+    ("post", "/api/v1/corpora"),
+    ("get", "/api/v1/corpora"),
+    ("post", "/api/v1/corpora/{name}/evaluations"),
+    ("get", "/api/v1/evaluations/{evaluation_id}"),
+    ("get", "/api/v1/audit"),
+    ("get", "/api/v1/health"),
+}
+
+
+def _served_schema(client) -> dict:
+    response = client.get(f"{API}/openapi.json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_openapi_lists_every_endpoint_of_the_issue(client, db):
+    paths = _served_schema(client)["paths"]
+    served = {(method, path) for path, operations in paths.items() for method in operations}
+    assert ENDPOINTS <= served, sorted(ENDPOINTS - served)
+
+
+def test_openapi_matches_the_committed_snapshot(client, db):
+    schema = _served_schema(client)
+    rendered = json.dumps(schema, indent=1, sort_keys=True) + "\n"
+    if UPDATE:
+        SNAPSHOT.write_text(rendered)
+    assert SNAPSHOT.exists(), "no snapshot yet: run with FG_UPDATE_OPENAPI_SNAPSHOT=1"
+    assert json.loads(SNAPSHOT.read_text()) == schema, (
+        "the API schema changed; if intended, run FG_UPDATE_OPENAPI_SNAPSHOT=1 "
+        ".venv/bin/pytest tests/api/test_schema.py -k snapshot and commit tests/api/openapi.json"
+    )
+
+
+def test_errors_are_documented_as_problem_details(client, db):
+    schema = _served_schema(client)
+    select = schema["paths"]["/api/v1/select"]["post"]["responses"]
+    for status in ("401", "403", "404", "422"):
+        assert "application/problem+json" in select[status]["content"]
+
+
+def test_docs_are_served_from_local_static_files(client, db):
+    page = client.get(f"{API}/docs").content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in page
+    assert "cdn" not in page.lower() and "unpkg" not in page.lower()
