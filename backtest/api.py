@@ -15,6 +15,7 @@ from ninja import Field, Router, Schema, Status
 from governance import access
 from governance import services as governance_services
 from governance.selectors import review_blockers
+from selection.api_fields import Id, Text
 
 from . import selectors
 
@@ -86,7 +87,7 @@ class BacktestOut(Schema):
 
 class ReviewIn(Schema):
     verdict: Literal["approve", "reject"]
-    comment: str = Field("", max_length=20_000, description="required to reject")
+    comment: Text = Field("", max_length=20_000, description="required to reject")
 
 
 def _gate(row: dict) -> dict:
@@ -161,7 +162,7 @@ def _backtest(backtest) -> dict:
 
 
 @router.get("/backtests/{backtest_id}", response=BacktestOut, url_name="backtest", summary="One backtest")
-def backtest_detail(request, backtest_id: int):
+def backtest_detail(request, backtest_id: Id):
     """State and progress while it runs; then the gates with their reasons and per-task deltas."""
     backtest = selectors.backtest_by_id(backtest_id=backtest_id)
     access.access_read(request.auth, backtest.proposal.project)
@@ -174,7 +175,7 @@ def backtest_detail(request, backtest_id: int):
     url_name="backtest-review",
     summary="Approve or reject a finished backtest",
 )
-def backtest_review(request, backtest_id: int, body: ReviewIn):
+def backtest_review(request, backtest_id: Id, body: ReviewIn):
     backtest = selectors.backtest_by_id(backtest_id=backtest_id)
     governance_services.backtest_review(
         backtest=backtest, reviewer=request.auth, verdict=body.verdict, comment=body.comment

@@ -14,6 +14,8 @@ from django.core.paginator import Paginator
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 
+from selection.api_fields import Id, JsonObject, Text
+
 from . import access, frames, selectors, services
 
 router = Router(tags=["governance"])
@@ -67,7 +69,7 @@ class MarkOut(Schema):
 
 class FieldDiffOut(Schema):
     path: str
-    status: str = Field(description="same | changed | added | removed")
+    status: Text = Field(description="same | changed | added | removed")
     left: list[MarkOut]
     right: list[MarkOut]
 
@@ -86,10 +88,10 @@ class FrameDiffIn(Schema):
 
 
 class ProposalIn(Schema):
-    project: str = Field(min_length=1, max_length=100)
-    title: str = Field(min_length=1, max_length=300)
-    rationale: str = Field("", max_length=20_000)
-    patch: dict[str, Any] = Field(description="a JSON Merge Patch (RFC 7396) over the current promoted frame")
+    project: Text = Field(min_length=1, max_length=100)
+    title: Text = Field(min_length=1, max_length=300)
+    rationale: Text = Field("", max_length=20_000)
+    patch: JsonObject = Field(description="a JSON Merge Patch (RFC 7396) over the current promoted frame")
     base_version: int | None = Field(
         None, ge=0, le=2_147_483_647, description="the version you edited; refused if another was promoted since"
     )
@@ -129,9 +131,9 @@ class PromotionOut(Schema):
 
 
 class AuditFilterIn(Schema):
-    project: str = Field("", max_length=100)
-    action: str = Field("", max_length=50)
-    actor: str = Field("", max_length=150)
+    project: Text = Field("", max_length=100)
+    action: Text = Field("", max_length=50)
+    actor: Text = Field("", max_length=150)
     since: date | None = None
     until: date | None = None
     page: int = Field(1, ge=1, le=1_000_000)
@@ -185,7 +187,7 @@ def project_list(request):
     return rows
 
 
-def _readable_project(user, slug: str):
+def _readable_project(user, slug: Text):
     project = selectors.project_for_slug(slug=slug)
     access.access_read(user, project)
     return project
@@ -194,7 +196,7 @@ def _readable_project(user, slug: str):
 @router.get(
     "/projects/{slug}/frames", response=list[VersionOut], url_name="frames", summary="A project's frame versions"
 )
-def frame_list(request, slug: str):
+def frame_list(request, slug: Text):
     project = _readable_project(request.auth, slug)
     return [
         {
@@ -215,7 +217,7 @@ def frame_list(request, slug: str):
 @router.get(
     "/projects/{slug}/frames/diff", response=FrameDiffOut, url_name="frame-diff", summary="Compare two versions"
 )
-def frame_diff(request, slug: str, versions: Query[FrameDiffIn]):
+def frame_diff(request, slug: Text, versions: Query[FrameDiffIn]):
     project = _readable_project(request.auth, slug)
     a = selectors.frame_version(project=project, number=versions.a)
     b = selectors.frame_version(project=project, number=versions.b)
@@ -230,7 +232,7 @@ def frame_diff(request, slug: str, versions: Query[FrameDiffIn]):
 
 
 @router.get("/projects/{slug}/frames/{number}", response=FrameOut, url_name="frame", summary="One frame version")
-def frame_detail(request, slug: str, number: int):
+def frame_detail(request, slug: Text, number: Id):
     project = _readable_project(request.auth, slug)
     version = selectors.frame_version(project=project, number=number)
     current = selectors.current_frame_version(project=project)
@@ -293,7 +295,7 @@ def proposal_create(request, body: ProposalIn):
 
 
 @router.get("/proposals/{proposal_id}", response=ProposalOut, url_name="proposal", summary="One proposal")
-def proposal_detail(request, proposal_id: int):
+def proposal_detail(request, proposal_id: Id):
     proposal = selectors.proposal_by_id(proposal_id=proposal_id)
     access.access_read(request.auth, proposal.project)
     return _proposal(proposal)
@@ -305,7 +307,7 @@ def proposal_detail(request, proposal_id: int):
     url_name="promotion",
     summary="Promote an approved proposal",
 )
-def proposal_promote(request, proposal_id: int):
+def proposal_promote(request, proposal_id: Id):
     proposal = selectors.proposal_by_id(proposal_id=proposal_id)
     promotion = services.proposal_promote(proposal=proposal, lead=request.auth)
     return Status(

@@ -20,7 +20,8 @@ from ninja.files import UploadedFile
 from selection.engine.explain import trace_diff
 from selection.engine.types import SIGNAL_KINDS, WorkSignal
 
-from . import selectors, serving, services, uploads
+from . import selectors, services, serving, uploads
+from .api_fields import Id, Text
 from .evaluation import evaluation_run
 from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk
 from .models import Corpus, Evaluation
@@ -41,27 +42,27 @@ SignalKind = Literal[SIGNAL_KINDS]  # type: ignore[valid-type]
 
 
 class SignalIn(Schema):
-    id: str = Field(min_length=1, max_length=200)
+    id: Text = Field(min_length=1, max_length=200)
     kind: SignalKind  # type: ignore[valid-type]
-    content: str = Field(min_length=1, max_length=MAX_TEXT)
+    content: Text = Field(min_length=1, max_length=MAX_TEXT)
 
 
 class WorkFrameIn(Schema):
     """A declared work frame; each field may cite the signals that licensed it."""
 
-    objective: str = Field("", max_length=MAX_TEXT)
-    work_type: str | None = Field(None, max_length=100)
-    constraints: list[str] = Field(default_factory=list, max_length=50)
-    cites: dict[str, list[str]] = Field(default_factory=dict)
+    objective: Text = Field("", max_length=MAX_TEXT)
+    work_type: Text | None = Field(None, max_length=100)
+    constraints: list[Text] = Field(default_factory=list, max_length=50)
+    cites: dict[Text, list[Text]] = Field(default_factory=dict)
 
 
 class SelectIn(Schema):
-    project: str = Field(min_length=1, max_length=100)
-    query: str = Field("", max_length=MAX_TEXT, description="empty: the signals' contents are the query")
+    project: Text = Field(min_length=1, max_length=100)
+    query: Text = Field("", max_length=MAX_TEXT, description="empty: the signals' contents are the query")
     signals: list[SignalIn] = Field(default_factory=list, max_length=MAX_SIGNALS)
     work_frame: WorkFrameIn | None = None
     budget_tokens: int | None = Field(None, ge=1, le=MAX_BUDGET, description="default: the site's budget")
-    condition: str = Field("C6", max_length=8)
+    condition: Text = Field("C6", max_length=8)
     standpoint: datetime | None = Field(None, description="default: the corpus's standpoint")
 
 
@@ -105,16 +106,16 @@ class SelectOut(Schema):
 
 
 class TraceFilterIn(Schema):
-    project: str = Field("", max_length=100)
+    project: Text = Field("", max_length=100)
     frame_version: int | None = Field(None, ge=0, le=2_147_483_647)
     since: date | None = None
     until: date | None = None
-    task: str = Field("", max_length=200)
-    reason: str = Field("", max_length=60)
-    disposition: str = Field("", max_length=30)
-    unit: str = Field("", max_length=200)
-    source: str = Field("", max_length=30)
-    condition: str = Field("", max_length=8)
+    task: Text = Field("", max_length=200)
+    reason: Text = Field("", max_length=60)
+    disposition: Text = Field("", max_length=30)
+    unit: Text = Field("", max_length=200)
+    source: Text = Field("", max_length=30)
+    condition: Text = Field("", max_length=8)
     page: int = Field(1, ge=1, le=1_000_000)
 
 
@@ -201,7 +202,7 @@ class CounterfactualOut(Schema):
 class CounterfactualReportOut(Schema):
     trace_id: int
     unit_id: str
-    disposition: str | None = Field(description="the unit in the stored trace; null: not a candidate")
+    disposition: Text | None = Field(description="the unit in the stored trace; null: not a candidate")
     reason_code: str | None
     ledger_label: str
     baseline: ProbeOut
@@ -219,7 +220,7 @@ class CorpusOut(Schema):
 
 
 class EvaluationIn(Schema):
-    conditions: list[str] = Field(default_factory=list, max_length=16, description="empty: the whole ladder")
+    conditions: list[Text] = Field(default_factory=list, max_length=16, description="empty: the whole ladder")
 
 
 class EvaluationOut(Schema):
@@ -347,7 +348,7 @@ def trace_list(request, filters: Query[TraceFilterIn]):
 
 
 @router.get("/traces/{trace_id}", response=TraceOut, url_name="trace", summary="One trace, in full")
-def trace_detail(request, trace_id: int):
+def trace_detail(request, trace_id: Id):
     trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
     result = services.trace_result(trace)
     doc = _summary(trace)
@@ -362,7 +363,7 @@ def trace_detail(request, trace_id: int):
 
 
 @router.get("/traces/{a}/diff/{b}", response=TraceDiffOut, url_name="trace-diff", summary="Compare two traces")
-def trace_diff_route(request, a: int, b: int):
+def trace_diff_route(request, a: Id, b: Id):
     trace_a, _ = selectors.readable_trace(user=request.auth, pk=a)
     trace_b, _ = selectors.readable_trace(user=request.auth, pk=b)
     diff = trace_diff(services.trace_result(trace_a).trace, services.trace_result(trace_b).trace)
@@ -380,7 +381,7 @@ def trace_diff_route(request, a: int, b: int):
 
 
 @router.post("/traces/{trace_id}/verify", response=VerificationOut, url_name="trace-verify", summary="Verify a trace")
-def trace_verify(request, trace_id: int):
+def trace_verify(request, trace_id: Id):
     """Recompute the digest from the stored text and by re-running the engine; writes nothing."""
     trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
     verification = selectors.trace_verify(trace)
@@ -400,7 +401,7 @@ def trace_verify(request, trace_id: int):
     url_name="trace-counterfactual",
     summary="What smallest change would have admitted a unit",
 )
-def trace_counterfactual(request, trace_id: int, unit: str):
+def trace_counterfactual(request, trace_id: Id, unit: Text):
     trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
     explained = selectors.trace_explained(trace)
     record = explained.result.trace.candidate(unit)
@@ -468,7 +469,7 @@ def corpus_upload(request, archive: File[UploadedFile]):
     url_name="corpus-evaluations",
     summary="A corpus's evaluations",
 )
-def evaluation_list(request, name: str):
+def evaluation_list(request, name: Text):
     corpus = _corpus(name)
     selectors.readable_corpus(user=request.auth, corpus=corpus)
     return [
@@ -490,14 +491,14 @@ def evaluation_list(request, name: str):
     url_name="evaluation-create",
     summary="Run an evaluation of a corpus",
 )
-def evaluation_create(request, name: str, body: EvaluationIn):
+def evaluation_create(request, name: Text, body: EvaluationIn):
     corpus = _corpus(name)
     evaluation = evaluation_run(corpus=corpus, conditions=body.conditions or None, actor=request.auth)
     return Status(201, _evaluation(evaluation, corpus))
 
 
 @router.get("/evaluations/{evaluation_id}", response=EvaluationOut, url_name="evaluation", summary="One evaluation")
-def evaluation_detail(request, evaluation_id: int):
+def evaluation_detail(request, evaluation_id: Id):
     try:
         evaluation = evaluation_for_pk(pk=evaluation_id)
     except Evaluation.DoesNotExist:

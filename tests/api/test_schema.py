@@ -36,6 +36,7 @@ ENDPOINTS = {
     ("post", "/api/v1/proposals/{proposal_id}/promotion"),
     ("post", "/api/v1/corpora"),
     ("get", "/api/v1/corpora"),
+    ("get", "/api/v1/corpora/{name}/evaluations"),
     ("post", "/api/v1/corpora/{name}/evaluations"),
     ("get", "/api/v1/evaluations/{evaluation_id}"),
     ("get", "/api/v1/audit"),
@@ -78,3 +79,67 @@ def test_docs_are_served_from_local_static_files(client, db):
     page = client.get(f"{API}/docs").content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page
     assert "cdn" not in page.lower() and "unpkg" not in page.lower()
+
+
+# Each operation gets this many generated cases; the whole run stays under ~2 minutes on a
+# two-core machine. FG_SCHEMATHESIS_CASES raises it for a longer, local hunt.
+CASES_PER_OPERATION = int(os.environ.get("FG_SCHEMATHESIS_CASES", "12"))
+
+
+def test_schemathesis_finds_no_server_error_and_no_schema_violation(people, token_for, capsys):
+    import schemathesis
+    from django.core import signals
+    from django.db import close_old_connections
+
+    from governance.wsgi import application
+
+    token = token_for(people["lead"], "sift", "lead")
+    # as Django's test client does: requests must not close the test's connection (its transaction)
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        operations, cases, failures = _fuzz(schemathesis, application, token)
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+    with capsys.disabled():
+        print(f"\nschemathesis: {operations} operations, {cases} cases, {len(failures)} failures")
+    assert operations == len(ENDPOINTS)
+    assert not failures, "\n\n".join(failures[:10])
+
+
+def _fuzz(schemathesis, application, token):
+    from hypothesis import HealthCheck, Phase, given, settings
+    from schemathesis import checks as st_checks
+
+    schema = schemathesis.openapi.from_wsgi(f"{API}/openapi.json", application)
+    chosen = [
+        st_checks.not_a_server_error,
+        st_checks.status_code_conformance,
+        st_checks.content_type_conformance,
+        st_checks.response_schema_conformance,
+    ]
+    operations, cases, failures = 0, 0, []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        operations += 1
+
+        @settings(
+            max_examples=CASES_PER_OPERATION,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=operation.as_strategy())
+        def run(case):
+            nonlocal cases
+            cases += 1
+            try:
+                case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=chosen)
+            except Exception as error:  # noqa: BLE001 - every failure is collected and reported
+                failures.append(f"{operation.label}: {error}"[:3000])
+
+        run()
+    return operations, cases, failures
