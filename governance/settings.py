@@ -152,6 +152,9 @@ STATIC_ROOT = embedded.STATE_DIR / "collected-static"
 # Selection defaults; the engine itself reads no settings.
 FG_DEFAULT_BUDGET = int(env("FG_DEFAULT_BUDGET", "1500"))
 FG_CANDIDATE_POOL = int(env("FG_CANDIDATE_POOL", "40"))
+# corpus archives uploaded through the API or the page wait here for their import job; the
+# workers must see the same directory (one machine, or a shared volume)
+FG_UPLOAD_DIR = env("FG_UPLOAD_DIR", str(embedded.STATE_DIR / "uploads"))
 
 LOGGING = {
     "version": 1,

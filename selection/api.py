@@ -12,7 +12,7 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.urls import reverse
 from ninja import Field, File, Query, Router, Schema, Status
 from ninja.files import UploadedFile
@@ -20,11 +20,10 @@ from ninja.files import UploadedFile
 from selection.engine.explain import trace_diff
 from selection.engine.types import SIGNAL_KINDS, WorkSignal
 
-from . import selectors, services, serving, uploads
+from . import jobs, selectors, services, serving
 from .api_fields import Id, Text
-from .evaluation import evaluation_run
 from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk
-from .models import Corpus, Evaluation
+from .models import Corpus, Evaluation, Job
 
 router = Router(tags=["selection"])
 
@@ -243,12 +242,23 @@ class EvaluationSummaryOut(Schema):
     runs: int
 
 
-class CorpusImportOut(Schema):
-    name: str
-    projects: list[str]
-    units: int
-    tasks: int
+class JobOut(Schema):
+    id: int
     url: str
+    page_url: str
+    kind: str = Field(description="evaluation | import")
+    status: str = Field(description="queued | running | finished | error")
+    step: str
+    done: int
+    total: int
+    corpus: str | None
+    result: dict[str, Any] = Field(description="evaluation: its id; import: the corpus and its counts")
+    result_url: str | None = Field(description="the evaluation (API), or the imported corpus's evaluations")
+    error: str
+    issues: list[str] = Field(description="every corpus issue, when an import was refused")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
 
 
 # --------------------------------------------------------------------------------------------
@@ -447,20 +457,43 @@ def corpus_list(request):
     ]
 
 
-@router.post("/corpora", response={201: CorpusImportOut}, url_name="corpus-import", summary="Import a corpus archive")
-def corpus_upload(request, archive: File[UploadedFile]):
-    """A .tar.gz or .zip of a corpus in the interchange format, checked in full before any write."""
-    corpus = uploads.corpus_import_upload(user=request.auth, upload=archive)
-    return Status(
-        201,
-        {
-            "name": corpus.name,
-            "projects": [p.slug for p in corpus.projects.all()],
-            "units": corpus.units.count(),
-            "tasks": corpus.tasks.count(),
-            "url": reverse("evaluation-list", args=[corpus.name]),
-        },
-    )
+def _job(job: Job) -> dict:
+    result_url = None
+    if job.status == "finished" and job.result.get("evaluation"):
+        result_url = reverse("api-1:evaluation", args=[job.result["evaluation"]])
+    elif job.status == "finished" and job.result.get("corpus"):
+        result_url = reverse("api-1:corpus-evaluations", args=[job.result["corpus"]])
+    return {
+        "id": job.pk,
+        "url": reverse("api-1:job", args=[job.pk]),
+        "page_url": reverse("job-detail", args=[job.pk]),
+        "kind": job.kind,
+        "status": job.status,
+        "step": job.step,
+        "done": job.done,
+        "total": job.total,
+        "corpus": job.corpus.name if job.corpus_id else None,
+        "result": job.result,
+        "result_url": result_url,
+        "error": job.error,
+        "issues": list(job.issues),
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+    }
+
+
+def _accepted(response: HttpResponse, job: Job) -> Status:
+    doc = _job(job)
+    response["Location"] = doc["url"]
+    return Status(202, doc)
+
+
+@router.post("/corpora", response={202: JobOut}, url_name="corpus-import", summary="Import a corpus archive")
+def corpus_upload(request, response: HttpResponse, archive: File[UploadedFile]):
+    """A .tar.gz or .zip of a corpus in the interchange format (superusers). It is checked in full
+    now (422 lists every issue, 413 past a limit); the import then runs on a worker: follow the job."""
+    return _accepted(response, jobs.corpus_import_enqueue(user=request.auth, upload=archive))
 
 
 @router.get(
@@ -487,14 +520,20 @@ def evaluation_list(request, name: Text):
 
 @router.post(
     "/corpora/{name}/evaluations",
-    response={201: EvaluationOut},
+    response={202: JobOut},
     url_name="evaluation-create",
     summary="Run an evaluation of a corpus",
 )
-def evaluation_create(request, name: Text, body: EvaluationIn):
+def evaluation_create(request, response: HttpResponse, name: Text, body: EvaluationIn):
+    """Queued for a worker (a lead of one of the corpus's projects); follow the job to its result."""
     corpus = _corpus(name)
-    evaluation = evaluation_run(corpus=corpus, conditions=body.conditions or None, actor=request.auth)
-    return Status(201, _evaluation(evaluation, corpus))
+    return _accepted(response, jobs.evaluation_enqueue(corpus=corpus, conditions=body.conditions, actor=request.auth))
+
+
+@router.get("/jobs/{job_id}", response=JobOut, url_name="job", summary="An evaluation or import job")
+def job_detail(request, job_id: Id):
+    """Progress while it runs; then the result's URL, or the error with every issue."""
+    return _job(jobs.readable_job(user=request.auth, pk=job_id))
 
 
 @router.get("/evaluations/{evaluation_id}", response=EvaluationOut, url_name="evaluation", summary="One evaluation")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -137,14 +137,21 @@ class _Run:
         }
 
 
-def evaluation_run(*, corpus: Corpus | str, conditions: str | Iterable[str] | None = None, actor=None) -> Evaluation:
+def evaluation_run(
+    *,
+    corpus: Corpus | str,
+    conditions: str | Iterable[str] | None = None,
+    actor=None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Evaluation:
     """Replay every task of `corpus` under each condition (plus the hazard's misassigned C6 runs),
     score them against the hidden ledgers, and store the evaluation, its runs and their traces in
     one transaction.
 
     Each project's frame is the version promoted when the run starts, fixed for the whole run.
     The hazard needs both C0 and C6 among `conditions`; without them it is left empty. `actor`
-    (None from the command line) must be a lead in one of the corpus's projects.
+    (None from the command line) must be a lead in one of the corpus's projects. `progress(done,
+    total)` is called after each task's replays (a job shows it).
     """
     from governance.selectors import current_frame_version
 
@@ -177,6 +184,8 @@ def evaluation_run(*, corpus: Corpus | str, conditions: str | Iterable[str] | No
             plan.append((HAZARD_CONDITION, MISASSIGNED, task.misassigned_work_type))
         for condition, variant, work_type in plan:
             runs.append(_replay(task, condition, variant, work_type, version, ledger))
+        if progress is not None:
+            progress(len({r.task.pk for r in runs}), len(tasks))
 
     with transaction.atomic():
         traces = traces_write([r.entry for r in runs])

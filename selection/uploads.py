@@ -8,6 +8,7 @@ the corpus in full before writing any row, so an upload is all or nothing.
 
 from __future__ import annotations
 
+import shutil
 import tarfile
 import tempfile
 import zipfile
@@ -18,8 +19,7 @@ from django.conf import settings
 
 from governance import access
 
-from .importing import corpus_import
-from .models import Corpus
+from .importing import corpus_check
 
 MAX_ARCHIVE_BYTES = getattr(settings, "FG_MAX_CORPUS_ARCHIVE_BYTES", 64 * 1024 * 1024)
 MAX_UNPACKED_BYTES = getattr(settings, "FG_MAX_CORPUS_UNPACKED_BYTES", 512 * 1024 * 1024)
@@ -125,20 +125,41 @@ def _copy_limited(source, out, declared: int) -> None:
         out.write(chunk)
 
 
-def corpus_import_upload(*, user, upload) -> Corpus:
-    """Import an uploaded corpus archive for `user`, whole or not at all (CorpusError: every issue)."""
+def corpus_upload_stage(*, user, upload) -> Path:
+    """Check an uploaded corpus archive in full and keep its corpus directory for the import job.
+
+    Raises AccessDenied, ArchiveRefused (ArchiveTooLarge: 413) or CorpusError (every issue of the
+    corpus) with nothing kept; returns the staged corpus directory, under FG_UPLOAD_DIR.
+    """
     access.access_corpus_import(user)
     if upload.size is not None and upload.size > MAX_ARCHIVE_BYTES:
         raise ArchiveTooLarge(f"the archive is {upload.size} bytes; the limit is {MAX_ARCHIVE_BYTES}")
-    with tempfile.TemporaryDirectory(prefix="fg-upload-") as scratch:
-        archive = Path(scratch) / "archive"
+    staging = Path(settings.FG_UPLOAD_DIR)
+    staging.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="corpus-", dir=staging))
+    try:
+        archive = scratch / "archive"
         with open(archive, "wb") as out:
             for chunk in upload.chunks():
                 out.write(chunk)
-        root = Path(scratch) / "corpus"
+        root = scratch / "corpus"
         root.mkdir()
         try:
             directory = unpack(archive, archive.stat().st_size, root)
         except (zipfile.BadZipFile, tarfile.TarError, EOFError) as error:
             raise ArchiveRefused(f"the archive is damaged: {error}") from error
-        return corpus_import(directory, actor=user)
+        archive.unlink()
+        corpus_check(directory)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return directory
+
+
+def staged_root(directory: Path) -> Path:
+    """The folder corpus_upload_stage made for one upload (removed once the import is done)."""
+    staging = Path(settings.FG_UPLOAD_DIR).resolve()
+    directory = Path(directory).resolve()
+    if staging not in directory.parents:
+        raise ArchiveRefused(f"{directory} is not a staged upload")
+    return staging / directory.relative_to(staging).parts[0]
