@@ -23,7 +23,7 @@ from governance import access
 from governance.models import Proposal, ProposalState
 from governance.selectors import current_frame_version
 from governance.services import GovernanceError, audit_record, proposal_sync_state
-from selection import store
+from selection import store, telemetry
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import score_bundle
 from selection.engine.pipeline import ENGINE_VERSION, select
@@ -222,6 +222,7 @@ def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple
     return select(request, index), index
 
 
+@telemetry.traced_replay
 def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
     """Replay one task under one side's frame version and store its trace and metrics, once."""
     if side not in ReplaySide.values:

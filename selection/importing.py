@@ -34,7 +34,7 @@ from selection.corpus import (
 from selection.corpus.frames import merge_patch
 from selection.engine.types import Unit
 
-from . import embeddings
+from . import embeddings, telemetry
 from .models import (
     Corpus,
     LedgerEntry,
@@ -65,6 +65,7 @@ class CorpusRefused(CorpusError):
     """A well-formed corpus this installation cannot take: a name or slug in use, a long value."""
 
 
+@telemetry.traced_import
 def corpus_import(path: str | Path, *, progress: Progress | None = None, actor=None) -> Corpus:
     """Import the corpus at `path` whole or not at all; raises CorpusError listing every issue.
 

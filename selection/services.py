@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from selection.engine.pipeline import select
 from selection.engine.types import ProjectFrame, SelectionRequest, SelectionResult, WorkFrame
 
-from . import store
+from . import store, telemetry
 from .models import Project, Task, Trace, TraceCandidate
 
 
@@ -75,6 +75,7 @@ def frame_for(project: Project, frame_version=None):
     return store.frame_of_version(version.pk, version=version)
 
 
+@telemetry.traced_selection
 def run_selection(
     *,
     project: Project,
