@@ -239,3 +239,13 @@ def access_corpus_import(user) -> None:
     through an API token (a token is held to one project, or to reading)."""
     if not _active(user) or not user.is_superuser or token_scope(user) is not None:
         raise AccessDenied(f"{_who(user)} may not import a corpus: it needs a signed-in superuser")
+
+
+def access_report_outcome(user, project: Project) -> Capabilities:
+    """An agent reports how a bundle served it: any role in the project, not a read-only token."""
+    caps = capabilities(user, project)
+    if not caps.roles or caps.read_only:
+        raise AccessDenied(
+            f"{_who(user)} may not report outcomes in {project.slug}: it needs a role there (not a read-only token)"
+        )
+    return caps

@@ -69,7 +69,7 @@ class MarkOut(Schema):
 
 class FieldDiffOut(Schema):
     path: str
-    status: Text = Field(description="same | changed | added | removed")
+    status: str = Field(description="same | changed | added | removed")
     left: list[MarkOut]
     right: list[MarkOut]
 

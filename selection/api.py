@@ -201,8 +201,10 @@ class CounterfactualOut(Schema):
 class CounterfactualReportOut(Schema):
     trace_id: int
     unit_id: str
-    disposition: Text | None = Field(description="the unit in the stored trace; null: not a candidate")
+    disposition: str | None = Field(description="the unit in the stored trace; null: not a candidate")
+    stage: str | None = Field(description="the pipeline stage that decided it")
     reason_code: str | None
+    eligibility: list[str] = Field(description="each eligibility rule checked, with its detail")
     ledger_label: str
     baseline: ProbeOut
     reproduces: bool
@@ -288,6 +290,11 @@ def select(request, body: SelectIn):
         condition=body.condition,
         standpoint=body.standpoint,
     )
+    return select_document(selection)
+
+
+def select_document(selection) -> dict:
+    """The answer to a selection (API and MCP): the bundle, the trace's URLs, the diagnostics."""
     result, trace = selection.result, selection.trace
     reasons: dict[str, int] = {}
     for c in result.trace.candidates:
@@ -360,6 +367,11 @@ def trace_list(request, filters: Query[TraceFilterIn]):
 @router.get("/traces/{trace_id}", response=TraceOut, url_name="trace", summary="One trace, in full")
 def trace_detail(request, trace_id: Id):
     trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
+    return trace_document(trace)
+
+
+def trace_document(trace) -> dict:
+    """One stored trace in full (API and MCP)."""
     result = services.trace_result(trace)
     doc = _summary(trace)
     doc["candidates"] = len(result.trace.candidates)
@@ -413,6 +425,11 @@ def trace_verify(request, trace_id: Id):
 )
 def trace_counterfactual(request, trace_id: Id, unit: Text):
     trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
+    return counterfactual_document(trace, unit)
+
+
+def counterfactual_document(trace, unit: str) -> dict:
+    """Why a unit was or was not admitted, and the smallest changes that would admit it."""
     explained = selectors.trace_explained(trace)
     record = explained.result.trace.candidate(unit)
     if record is None and unit not in explained.ledger:
@@ -422,12 +439,56 @@ def trace_counterfactual(request, trace_id: Id, unit: Text):
         "trace_id": trace.pk,
         "unit_id": unit,
         "disposition": record.disposition if record else None,
+        "stage": record.stage if record else None,
         "reason_code": record.reason_code if record else None,
+        "eligibility": [f"{e.rule}: {e.detail}" for e in record.eligibility] if record else [],
         "ledger_label": explained.ledger.get(unit, ""),
         "baseline": asdict(report.baseline),
         "reproduces": report.reproduces,
         "options": [asdict(o) for o in report.options],
     }
+
+
+class OutcomeIn(Schema):
+    verdict: Literal["helped", "partial", "missed", "harmful"]
+    note: Text = Field("", max_length=MAX_TEXT)
+    missing_units: list[Text] = Field(default_factory=list, max_length=200, description="unit ids the work lacked")
+
+
+class OutcomeOut(Schema):
+    id: int
+    trace_id: int
+    verdict: str
+    note: str
+    missing_units: list[str]
+    reporter: str
+    created_at: datetime
+
+
+def outcome_document(outcome) -> dict:
+    return {
+        "id": outcome.pk,
+        "trace_id": outcome.trace_id,
+        "verdict": outcome.verdict,
+        "note": outcome.note,
+        "missing_units": list(outcome.missing_units),
+        "reporter": outcome.reporter.username,
+        "created_at": outcome.created_at,
+    }
+
+
+@router.post(
+    "/traces/{trace_id}/outcomes",
+    response={201: OutcomeOut},
+    url_name="trace-outcomes",
+    summary="Report how a bundle served the work",
+)
+def trace_outcome(request, trace_id: Id, body: OutcomeIn):
+    """An agent's feedback on a bundle it used: helped, partial, missed (lacked something) or harmful."""
+    outcome = serving.outcome_report(
+        user=request.auth, trace_id=trace_id, verdict=body.verdict, note=body.note, missing_units=body.missing_units
+    )
+    return Status(201, outcome_document(outcome))
 
 
 # --------------------------------------------------------------------------------------------

@@ -291,3 +291,24 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+
+class OutcomeVerdict(models.TextChoices):
+    HELPED = "helped"
+    PARTIAL = "partial"
+    MISSED = "missed"  # the bundle lacked what the work needed
+    HARMFUL = "harmful"  # the bundle misled the work
+
+
+class TraceOutcome(models.Model):
+    """What an agent reports of a bundle after using it; appended, never edited."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.PROTECT, related_name="outcomes")
+    reporter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    verdict = models.CharField(max_length=10, choices=OutcomeVerdict.choices)
+    note = models.TextField(blank=True)
+    missing_units = models.JSONField(default=list, blank=True, help_text="unit ids the work needed and lacked")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

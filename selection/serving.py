@@ -14,9 +14,9 @@ from django.shortcuts import get_object_or_404
 
 from governance import access
 from selection.engine.conditions import UnknownCondition, get_condition
-from selection.engine.types import WorkFrame, WorkSignal
+from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
 
-from .models import Project
+from .models import OutcomeVerdict, Project, Trace, TraceOutcome
 from .services import Selection, SelectionError, run_selection
 
 ORACLE = "CO"
@@ -51,6 +51,9 @@ def selection_request(
         raise SelectionError(str(error)) from error
     if condition == ORACLE:
         raise SelectionError("the oracle CO reads a task's hidden ledger: evaluations run it, selections do not")
+    for signal in signals:
+        if signal.kind not in SIGNAL_KINDS:
+            raise SelectionError(f"signal {signal.id!r}: kind {signal.kind!r} is not one of {', '.join(SIGNAL_KINDS)}")
     query = (query or "").strip() or "\n".join(s.content for s in signals).strip()
     if not query:
         raise SelectionError("a selection needs a query or at least one work signal")
@@ -78,4 +81,15 @@ def selection_request(
         condition=condition,
         standpoint=standpoint,
         source=source,
+    )
+
+
+def outcome_report(*, user, trace_id: int, verdict: str, note: str = "", missing_units=()) -> TraceOutcome:
+    """Record how a bundle served the work it was selected for (an agent's feedback)."""
+    trace = get_object_or_404(Trace.objects.select_related("project"), pk=trace_id)
+    access.access_report_outcome(user, trace.project)
+    if verdict not in OutcomeVerdict.values:
+        raise SelectionError(f'verdict "{verdict}" is not one of: {", ".join(OutcomeVerdict.values)}')
+    return TraceOutcome.objects.create(
+        trace=trace, reporter=user, verdict=verdict, note=note or "", missing_units=[str(u) for u in missing_units]
     )
