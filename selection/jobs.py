@@ -25,6 +25,7 @@ from .uploads import corpus_upload_stage, staged_root
 
 logger = logging.getLogger(__name__)
 
+
 def _queue(job: Job) -> None:
     job_id = job.pk
     transaction.on_commit(lambda: _launch(job_id))

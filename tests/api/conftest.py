@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backtest.conftest import celery_worker_process, context_lab, sift, sift_users  # noqa: F401
+from tests.backtest.conftest import (  # noqa: F401 - fixtures shared with the backtest tests
+    celery_worker_process,
+    context_lab,
+    sift,
+    sift_users,
+)
 
 API = "/api/v1"
 

@@ -39,7 +39,9 @@ def test_the_readme_journey(celery_worker_process, client, sift_users, capsys):
         "/select",
         {
             "project": "sift",
-            "signals": [{"id": "t1", "kind": "failing_test", "content": "test_smoke_retrieval fails after the config change"}],
+            "signals": [
+                {"id": "t1", "kind": "failing_test", "content": "test_smoke_retrieval fails after the config change"}
+            ],
             "budget_tokens": 800,
         },
     )

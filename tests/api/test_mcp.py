@@ -12,7 +12,6 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FAILING = [{"id": "t1", "kind": "failing_test", "content": "test_smoke_retrieval fails after the config change"}]
@@ -38,7 +37,9 @@ def test_the_tools_select_explain_and_report_through_the_services(people, token_
             trace_id = selected.structured_content["trace_id"]
             trace = (await client.call_tool("get_trace", {"trace_id": trace_id})).structured_content
             rejected = next(c["unit_id"] for c in trace["trace"]["candidates"] if c["disposition"] != "admitted")
-            why = (await client.call_tool("explain_unit", {"trace_id": trace_id, "unit_id": rejected})).structured_content
+            why = (
+                await client.call_tool("explain_unit", {"trace_id": trace_id, "unit_id": rejected})
+            ).structured_content
             reported = await client.call_tool(
                 "report_outcome", {"trace_id": trace_id, "verdict": "missed", "missing_units": [rejected]}
             )
@@ -71,7 +72,9 @@ def test_manage_py_mcp_speaks_stdio(people, token_for):
 
     from selection.serving import selection_request
 
-    trace_id = selection_request(user=people["auditor"], project_slug="sift", query="smoke test", budget_tokens=300).trace.pk
+    trace_id = selection_request(
+        user=people["auditor"], project_slug="sift", query="smoke test", budget_tokens=300
+    ).trace.pk
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     params = StdioServerParameters(
         command=sys.executable,

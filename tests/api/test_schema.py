@@ -12,8 +12,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.api.conftest import API
 
 SNAPSHOT = Path(__file__).with_name("openapi.json")
@@ -133,13 +131,13 @@ def _fuzz(schemathesis, application, token):
             suppress_health_check=list(HealthCheck),
         )
         @given(case=operation.as_strategy())
-        def run(case):
+        def run(case, label=operation.label):
             nonlocal cases
             cases += 1
             try:
                 case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=chosen)
             except Exception as error:  # noqa: BLE001 - every failure is collected and reported
-                failures.append(f"{operation.label}: {error}"[:3000])
+                failures.append(f"{label}: {error}"[:3000])
 
         run()
     return operations, cases, failures

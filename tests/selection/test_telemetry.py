@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.backtest.conftest import context_lab, sift, sift_users  # noqa: F401
+from tests.backtest.conftest import context_lab, sift, sift_users  # noqa: F401 - shared fixtures
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -30,13 +30,15 @@ def _named(exporter, name):
     return [s for s in exporter.get_finished_spans() if s.name == name]
 
 
-def test_an_import_and_a_selection_emit_spans_with_their_counts(spans, sift_users):
+def test_an_import_and_a_selection_emit_spans_with_their_counts(spans, sift_users):  # noqa: F811
     from selection.serving import selection_request
 
     [imported] = _named(spans, "fg.corpus.import")
     assert imported.attributes["fg.corpus"] == "context-lab" and imported.attributes["fg.units"] > 0
 
-    selection = selection_request(user=sift_users["auditor"], project_slug="sift", query="smoke test config", budget_tokens=500)
+    selection = selection_request(
+        user=sift_users["auditor"], project_slug="sift", query="smoke test config", budget_tokens=500
+    )
     [span] = _named(spans, "fg.selection")
     a = span.attributes
     assert (a["fg.project"], a["fg.frame_version"], a["fg.condition"]) == ("sift", 1, "C6")
@@ -46,7 +48,7 @@ def test_an_import_and_a_selection_emit_spans_with_their_counts(spans, sift_user
     assert a["fg.source"] == "api"
 
 
-def test_a_backtest_replay_emits_a_span(spans, sift):
+def test_a_backtest_replay_emits_a_span(spans, sift):  # noqa: F811
     from backtest import services
     from governance.models import Proposal
 
