@@ -15,7 +15,7 @@ API = "/api/v1"
 
 
 @pytest.fixture
-def people(sift_users, django_user_model):
+def people(sift_users, django_user_model):  # noqa: F811
     """sift's lead, reviewer, auditor and outsider; `both` leads sift and quill; `root`, a superuser."""
     from governance.models import RoleGrant
     from selection.models import Project
