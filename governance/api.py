@@ -1,4 +1,6 @@
-"""The governance app's API routes: projects and frame versions, proposals, promotion, audit.
+"""The governance app's API routes: projects, frame versions and their diff, the audit log.
+
+Proposals, with the backtests they start, are served by backtest/api.py, as the proposal page is.
 
 Routes parse, call the selector or service the dashboard's views call, and shape the answer;
 role checks happen in access.py through those services (and access_read for reads).
@@ -12,11 +14,14 @@ from typing import Any
 
 from django.core.paginator import Paginator
 from django.urls import reverse
-from ninja import Field, Query, Router, Schema, Status
+from ninja import Field, Query, Router, Schema
 
-from selection.api_fields import Id, JsonObject, Text
+from authority import access
+from authority.selectors import current_frame_version
+from selection.api_fields import Id, Text
+from selection.models import Project
 
-from . import access, frames, selectors, services
+from . import frames, selectors
 
 router = Router(tags=["governance"])
 
@@ -87,49 +92,6 @@ class FrameDiffIn(Schema):
     b: int = Field(ge=0, le=2_147_483_647)
 
 
-class ProposalIn(Schema):
-    project: Text = Field(min_length=1, max_length=100)
-    title: Text = Field(min_length=1, max_length=300)
-    rationale: Text = Field("", max_length=20_000)
-    patch: JsonObject = Field(description="a JSON Merge Patch (RFC 7396) over the current promoted frame")
-    base_version: int | None = Field(
-        None, ge=0, le=2_147_483_647, description="the version you edited; refused if another was promoted since"
-    )
-
-
-class BacktestRefOut(Schema):
-    id: int
-    url: str
-    status: str
-
-
-class ProposalOut(Schema):
-    id: int
-    url: str
-    page_url: str
-    project: str
-    title: str
-    rationale: str
-    state: str
-    patch: dict[str, Any]
-    base_version: int
-    frame_version: int
-    warnings: list[str]
-    author: str | None
-    created_at: datetime
-    backtests: list[BacktestRefOut] = Field(description="newest first")
-    promotion_blockers: list[str]
-
-
-class PromotionOut(Schema):
-    project: str
-    proposal_id: int
-    frame_version: int
-    sequence: int
-    promoted_by: str
-    promoted_at: datetime
-
-
 class AuditFilterIn(Schema):
     project: Text = Field("", max_length=100)
     action: Text = Field("", max_length=50)
@@ -165,7 +127,7 @@ class AuditPageOut(Schema):
 
 @router.get("/projects", response=list[ProjectOut], url_name="projects", summary="The projects you may read")
 def project_list(request):
-    readable = set(access.readable_projects(request.auth).values_list("pk", flat=True))
+    readable = set(access.readable_projects(request.auth, Project.objects.all()).values_list("pk", flat=True))
     rows = []
     for row in selectors.project_overview(user=request.auth):
         if row.project.pk not in readable:
@@ -235,7 +197,7 @@ def frame_diff(request, slug: Text, versions: Query[FrameDiffIn]):
 def frame_detail(request, slug: Text, number: Id):
     project = _readable_project(request.auth, slug)
     version = selectors.frame_version(project=project, number=number)
-    current = selectors.current_frame_version(project=project)
+    current = current_frame_version(project=project)
     return {
         "project": project.slug,
         "number": version.number,
@@ -248,82 +210,6 @@ def frame_detail(request, slug: Text, number: Id):
 
 
 # --------------------------------------------------------------------------------------------
-# Proposals and promotion
-# --------------------------------------------------------------------------------------------
-
-
-def _proposal(proposal) -> dict:
-    return {
-        "id": proposal.pk,
-        "url": reverse("api-1:proposal", args=[proposal.pk]),
-        "page_url": reverse("proposal-detail", args=[proposal.pk]),
-        "project": proposal.project.slug,
-        "title": proposal.title,
-        "rationale": proposal.rationale,
-        "state": proposal.state,
-        "patch": proposal.patch if isinstance(proposal.patch, dict) else {},
-        "base_version": proposal.base_version.number,
-        "frame_version": proposal.frame_version.number,
-        "warnings": [str(w) for w in proposal.warnings],
-        "author": proposal.author.username if proposal.author else None,
-        "created_at": proposal.created_at,
-        "backtests": [
-            {"id": b.pk, "url": reverse("api-1:backtest", args=[b.pk]), "status": b.status}
-            for b in selectors.proposal_backtests(proposal=proposal)
-        ],
-        "promotion_blockers": selectors.promotion_blockers(proposal=proposal),
-    }
-
-
-@router.post("/proposals", response={201: ProposalOut}, url_name="proposals", summary="Propose a frame change")
-def proposal_create(request, body: ProposalIn):
-    """Store a JSON Merge Patch over the current frame as a new version and start its backtest."""
-    project = selectors.project_for_slug(slug=body.project)
-    access.access_propose(request.auth, project)  # before parsing further: a refused POST writes nothing
-    expected = (
-        selectors.frame_version(project=project, number=body.base_version) if body.base_version is not None else None
-    )
-    proposal = services.proposal_submit(
-        project=project,
-        author=request.auth,
-        title=body.title,
-        rationale=body.rationale,
-        patch=body.patch,
-        expected_base=expected,
-    )
-    return Status(201, _proposal(selectors.proposal_by_id(proposal_id=proposal.pk)))
-
-
-@router.get("/proposals/{proposal_id}", response=ProposalOut, url_name="proposal", summary="One proposal")
-def proposal_detail(request, proposal_id: Id):
-    proposal = selectors.proposal_by_id(proposal_id=proposal_id)
-    access.access_read(request.auth, proposal.project)
-    return _proposal(proposal)
-
-
-@router.post(
-    "/proposals/{proposal_id}/promotion",
-    response={201: PromotionOut},
-    url_name="promotion",
-    summary="Promote an approved proposal",
-)
-def proposal_promote(request, proposal_id: Id):
-    proposal = selectors.proposal_by_id(proposal_id=proposal_id)
-    promotion = services.proposal_promote(proposal=proposal, lead=request.auth)
-    return Status(
-        201,
-        {
-            "project": proposal.project.slug,
-            "proposal_id": proposal.pk,
-            "frame_version": promotion.frame_version.number,
-            "sequence": promotion.sequence,
-            "promoted_by": request.auth.username,
-            "promoted_at": promotion.promoted_at,
-        },
-    )
-
-
-# --------------------------------------------------------------------------------------------
 # Audit
 # --------------------------------------------------------------------------------------------
 
@@ -333,7 +219,7 @@ def audit_log(request, filters: Query[AuditFilterIn]):
     """The audit page's filters, newest first, 50 a page."""
     project = None
     if filters.project:
-        project = access.readable_projects(request.auth).filter(slug=filters.project).first()
+        project = access.readable_projects(request.auth, Project.objects.all()).filter(slug=filters.project).first()
         if project is None:
             return {"count": 0, "page": 1, "pages": 1, "results": []}
     criteria = selectors.AuditFilters(

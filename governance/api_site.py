@@ -21,7 +21,6 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
-from backtest.services import BacktestError
 from selection import embeddings
 from selection.corpus import CorpusError
 from selection.evaluation import EvaluationError
@@ -30,7 +29,7 @@ from selection.uploads import ArchiveRefused
 
 from . import tokens
 from .celery import app as celery_app
-from .services import GovernanceError, PromotionRefused, ProposalInvalid, ReviewRefused
+from .services import GovernanceError, PromotionRefused, ProposalInvalid
 
 logger = logging.getLogger(__name__)
 
@@ -206,11 +205,6 @@ def _proposal_invalid(request, exc: ProposalInvalid):
     return problem(request, 422, "Invalid proposal", str(exc), slug="proposal-invalid", errors=errors)
 
 
-@api.exception_handler(ReviewRefused)
-def _review_refused(request, exc):
-    return problem(request, 409, "Review refused", str(exc), slug="review-refused")
-
-
 @api.exception_handler(PromotionRefused)
 def _promotion_refused(request, exc: PromotionRefused):
     return problem(request, 409, "Promotion refused", str(exc), slug="promotion-refused")
@@ -223,6 +217,7 @@ def _token_refused(request, exc):
 
 @api.exception_handler(GovernanceError)
 def _governance_refused(request, exc):
+    # a review or backtest refused by the state it finds (backtest.services' errors derive from it)
     return problem(request, 409, "Refused", str(exc), slug="refused")
 
 
@@ -249,11 +244,6 @@ def _corpus_refused(request, exc: CorpusError):
         for issue in exc.issues
     ]
     return problem(request, 422, "Corpus refused", exc.summary, slug="corpus-refused", errors=errors)
-
-
-@api.exception_handler(BacktestError)
-def _backtest_error(request, exc):
-    return problem(request, 409, "Backtest refused", str(exc), slug="backtest-refused")
 
 
 @api.exception_handler(Exception)

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "ninja",
+    "authority",
     "selection",
     "governance",
     "backtest",

@@ -16,11 +16,12 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from authority import access
+from authority.audit import audit_record
 from selection.models import Project
 
-from . import access
 from .models import ApiToken
-from .services import GovernanceError, audit_record
+from .services import GovernanceError
 
 TOKEN_PREFIX = "fg_"
 LIFETIMES_DAYS = (7, 30, 90, 365)

@@ -12,8 +12,10 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from . import access, tokens
-from .models import Role, RoleGrant
+from authority import access
+from authority.models import Role, RoleGrant
+
+from . import tokens
 
 READ_ONLY = "read"
 

@@ -20,7 +20,7 @@ from ninja.files import UploadedFile
 from selection.engine.explain import trace_diff
 from selection.engine.types import SIGNAL_KINDS, WorkSignal
 
-from . import jobs, selectors, services, serving
+from . import jobs, selectors, serving, store
 from .api_fields import Id, Text
 from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk
 from .models import Corpus, Evaluation, Job
@@ -372,7 +372,7 @@ def trace_detail(request, trace_id: Id):
 
 def trace_document(trace) -> dict:
     """One stored trace in full (API and MCP)."""
-    result = services.trace_result(trace)
+    result = store.trace_result(trace)
     doc = _summary(trace)
     doc["candidates"] = len(result.trace.candidates)
     doc.update(
@@ -388,7 +388,7 @@ def trace_document(trace) -> dict:
 def trace_diff_route(request, a: Id, b: Id):
     trace_a, _ = selectors.readable_trace(user=request.auth, pk=a)
     trace_b, _ = selectors.readable_trace(user=request.auth, pk=b)
-    diff = trace_diff(services.trace_result(trace_a).trace, services.trace_result(trace_b).trace)
+    diff = trace_diff(store.trace_result(trace_a).trace, store.trace_result(trace_b).trace)
     return {
         "a": trace_a.pk,
         "b": trace_b.pk,

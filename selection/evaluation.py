@@ -14,6 +14,9 @@ from itertools import combinations
 
 from django.db import transaction
 
+from authority.access import access_evaluate
+from authority.audit import audit_record
+from authority.selectors import current_frame_version
 from selection.engine.attribution import FailureCode
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
 from selection.engine.metrics import METRICS, overlap
@@ -153,12 +156,8 @@ def evaluation_run(
     (None from the command line) must be a lead in one of the corpus's projects. `progress(done,
     total)` is called after each task's replays (a job shows it).
     """
-    from governance.selectors import current_frame_version
-
     corpus = _corpus(corpus)
     if actor is not None:
-        from governance.access import access_evaluate
-
         access_evaluate(actor, corpus)  # before any work: a refused run writes nothing
     try:
         names = parse_conditions(conditions)
@@ -290,8 +289,6 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
 
 
 def _audit(evaluation: Evaluation, corpus: Corpus, names, actor) -> None:
-    from governance.services import audit_record
-
     means = evaluation.result["conditions"]
     audit_record(
         actor=actor,

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from governance import access
+from authority import access
 
 from .corpus import CorpusError
 from .evaluation import EvaluationError, evaluation_run, parse_conditions

@@ -12,7 +12,7 @@ from datetime import datetime
 from django.conf import settings
 from django.shortcuts import get_object_or_404
 
-from governance import access
+from authority import access
 from selection.engine.conditions import UnknownCondition, get_condition
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
 

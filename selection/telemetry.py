@@ -9,6 +9,8 @@ which project, frame version and condition each bundle came from and what it adm
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import logging
 import os
 
@@ -135,12 +137,11 @@ def configure_from_env() -> bool:
         if name == "console":
             provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
         elif name == "otlp":
-            try:
-                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            except ImportError:
+            if importlib.util.find_spec("opentelemetry.exporter.otlp") is None:
                 logger.warning("OTEL_TRACES_EXPORTER=otlp needs the opentelemetry-exporter-otlp package")
                 continue
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            exporter = importlib.import_module("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+            provider.add_span_processor(BatchSpanProcessor(exporter.OTLPSpanExporter()))
         else:
             logger.warning("OTEL_TRACES_EXPORTER: unknown exporter %r (console or otlp)", name)
     trace.set_tracer_provider(provider)

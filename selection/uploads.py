@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 
-from governance import access
+from authority import access
 
 from .importing import corpus_check
 

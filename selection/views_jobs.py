@@ -11,7 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from governance import access
+from authority import access
 
 from .corpus import CorpusError
 from .jobs import corpus_import_enqueue, readable_job

@@ -76,7 +76,8 @@ def test_a_token_never_does_more_than_its_scope(as_, counts):
 
 
 def test_a_token_for_a_role_its_owner_lacks_cannot_be_made(users, project):
-    from governance import access, tokens
+    from authority import access
+    from governance import tokens
 
     with pytest.raises(access.AccessDenied):
         tokens.token_create(user=users["reviewer"], name="x", project=project, role="lead")
@@ -123,7 +124,8 @@ def test_audit_filters_and_scope(as_, submit, users, token):
 
 
 def test_tokens_are_shown_once_stored_hashed_revocable_and_audited(client, users, project):
-    from governance.models import ApiToken, AuditEntry
+    from authority.models import AuditEntry
+    from governance.models import ApiToken
 
     client.force_login(users["lead"])
     page = client.post("/settings/tokens/new/", {"name": "ci", "scope": f"{project.pk}:lead", "days": 30})

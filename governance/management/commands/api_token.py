@@ -9,7 +9,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from governance import access, tokens
+from authority import access
+from governance import tokens
 from selection.models import Project
 
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('governance', '0003_proposal'),
+        ('governance', '0004_frames_in_authority'),
         ('selection', '0002_hnsw_and_immutable_traces'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

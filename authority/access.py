@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
-from selection.models import Project
-
 from .models import Role, RoleGrant
 
 
@@ -77,7 +75,7 @@ def _active(user) -> bool:
     return user is not None and getattr(user, "is_authenticated", False) and user.is_active
 
 
-def capabilities(user, project: Project) -> Capabilities:
+def capabilities(user, project) -> Capabilities:
     """One query: the user's roles in the project (superusers read all, but write only by grant),
     narrowed by the scope of the API token the request carries."""
     if not _active(user):
@@ -99,7 +97,7 @@ def _who(user) -> str:
     return getattr(user, "username", None) or "anonymous"
 
 
-def _require(user, project: Project, allowed: str, role: Role, action: str) -> Capabilities:
+def _require(user, project, allowed: str, role: Role, action: str) -> Capabilities:
     caps = capabilities(user, project)
     if not getattr(caps, allowed):
         raise AccessDenied(
@@ -109,7 +107,7 @@ def _require(user, project: Project, allowed: str, role: Role, action: str) -> C
     return caps
 
 
-def access_read(user, project: Project) -> Capabilities:
+def access_read(user, project) -> Capabilities:
     """Any role in the project, or a superuser, may read all of it; returns what else they may."""
     caps = capabilities(user, project)
     if not caps.can_read:
@@ -117,19 +115,19 @@ def access_read(user, project: Project) -> Capabilities:
     return caps
 
 
-def access_propose(user, project: Project) -> Capabilities:
+def access_propose(user, project) -> Capabilities:
     return _require(user, project, "can_propose", Role.LEAD, "propose a frame change")
 
 
-def access_promote(user, project: Project) -> Capabilities:
+def access_promote(user, project) -> Capabilities:
     return _require(user, project, "can_promote", Role.LEAD, "promote a frame version")
 
 
-def access_review(user, project: Project) -> Capabilities:
+def access_review(user, project) -> Capabilities:
     return _require(user, project, "can_review", Role.REVIEWER, "approve or reject a backtest")
 
 
-def access_replay(user, project: Project) -> Capabilities:
+def access_replay(user, project) -> Capabilities:
     """Replay a stored trace under today's frame (writes a new trace): a lead or a reviewer."""
     caps = capabilities(user, project)
     if not caps.can_replay:
@@ -140,19 +138,21 @@ def access_replay(user, project: Project) -> Capabilities:
     return caps
 
 
-def readable_projects(user) -> QuerySet[Project]:
-    """The projects `user` may read: all for a superuser, else those where they hold any role;
-    a project-scoped API token reads its one project (while its owner holds the role there)."""
+def readable_projects(user, projects: QuerySet) -> QuerySet:
+    """Of `projects` (a Project queryset), those `user` may read: all for a superuser, else those
+    where they hold any role. The caller passes the queryset: this layer sits below the models
+    that own projects."""
     if not _active(user):
-        return Project.objects.none()
+        return projects.none()
     scope = token_scope(user)
     if scope is not None and not scope.read_only:
-        return Project.objects.filter(
+        # a project-scoped API token reads its one project, while its owner holds the role there
+        return projects.filter(
             pk=scope.project_id, role_grants__user=user, role_grants__role=scope.role
         ).distinct()
     if user.is_superuser:
-        return Project.objects.all()
-    return Project.objects.filter(role_grants__user=user).distinct()
+        return projects
+    return projects.filter(role_grants__user=user).distinct()
 
 
 def reads_all_projects(user) -> bool:
@@ -174,7 +174,7 @@ def reads_unscoped_audit(user) -> bool:
     return user.is_superuser or RoleGrant.objects.filter(user=user, role=Role.AUDITOR).exists()
 
 
-def access_token_scope(user, project: Project | None, role: str | None) -> TokenScope:
+def access_token_scope(user, project, role: str | None) -> TokenScope:
     """The scope a user may give a new token of theirs: a role they hold in the project, or
     reading only (project and role both None)."""
     if not _active(user):
@@ -188,6 +188,23 @@ def access_token_scope(user, project: Project | None, role: str | None) -> Token
     if not RoleGrant.objects.filter(user=user, project=project, role=role).exists():
         raise AccessDenied(f"{_who(user)} does not hold the {Role(role).label.lower()} role in {project.slug}")
     return TokenScope(project_id=project.pk, role=role)
+
+
+def access_report_outcome(user, project) -> Capabilities:
+    """An agent reports how a bundle served it: any role in the project, not a read-only token."""
+    caps = capabilities(user, project)
+    if not caps.roles or caps.read_only:
+        raise AccessDenied(
+            f"{_who(user)} may not report outcomes in {project.slug}: it needs a role there (not a read-only token)"
+        )
+    return caps
+
+
+def access_corpus_import(user) -> None:
+    """Importing a corpus creates projects, which no project role covers: superusers only, and not
+    through an API token (a token is held to one project, or to reading)."""
+    if not _active(user) or not user.is_superuser or token_scope(user) is not None:
+        raise AccessDenied(f"{_who(user)} may not import a corpus: it needs a signed-in superuser")
 
 
 # --- corpora: evaluations span every project of a corpus ---------------------------------------
@@ -230,22 +247,5 @@ def access_evaluate(user, corpus) -> CorpusCapabilities:
         raise AccessDenied(
             f"{_who(user)} may not evaluate {corpus.name}: "
             "it needs the project lead role in one of its projects"
-        )
-    return caps
-
-
-def access_corpus_import(user) -> None:
-    """Importing a corpus creates projects, which no project role covers: superusers only, and not
-    through an API token (a token is held to one project, or to reading)."""
-    if not _active(user) or not user.is_superuser or token_scope(user) is not None:
-        raise AccessDenied(f"{_who(user)} may not import a corpus: it needs a signed-in superuser")
-
-
-def access_report_outcome(user, project: Project) -> Capabilities:
-    """An agent reports how a bundle served it: any role in the project, not a read-only token."""
-    caps = capabilities(user, project)
-    if not caps.roles or caps.read_only:
-        raise AccessDenied(
-            f"{_who(user)} may not report outcomes in {project.slug}: it needs a role there (not a read-only token)"
         )
     return caps
