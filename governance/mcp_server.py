@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
+import anyio
+from asgiref.sync import async_to_sync
 from django.core.exceptions import PermissionDenied
 from django.db import close_old_connections
-from django.http import Http404
+from django.http import Http404, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 
 from selection import selectors, serving
 from selection.api import counterfactual_document, outcome_document, select_document, trace_document
@@ -38,7 +42,6 @@ INSTRUCTIONS = (
 
 def _user(ctx: Context | None):
     """The token's owner, with the token's scope; ToolError when no live token came with the call."""
-    secret = ""
     headers = None
     if ctx is not None:
         try:
@@ -46,12 +49,10 @@ def _user(ctx: Context | None):
         except ValueError:
             headers = None
     if headers:
-        value = headers.get("authorization") or headers.get("Authorization") or ""
-        if value.lower().startswith("bearer "):
-            secret = value[7:].strip()
-    if not secret:
+        user = tokens.token_user_from_header(headers.get("authorization") or headers.get("Authorization") or "")
+    else:
         secret = os.environ.get(TOKEN_ENV, "").strip()
-    user = tokens.token_user(secret) if secret else None
+        user = tokens.token_user(secret) if secret else None
     if user is None:
         raise ToolError(f"no live API token: send `Authorization: Bearer <token>` or set {TOKEN_ENV}")
     return user
@@ -160,3 +161,74 @@ def _jsonable(doc):
     if hasattr(doc, "isoformat"):
         return doc.isoformat()
     return doc
+
+
+# --- streamable HTTP under the same site -------------------------------------------------------
+
+MCP_PATH = "/mcp"
+
+
+def _asgi_scope(request) -> dict:
+    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in request.headers.items()]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": MCP_PATH,
+        "raw_path": MCP_PATH.encode(),
+        "root_path": "",
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "headers": headers,
+        "client": (request.META.get("REMOTE_ADDR") or "127.0.0.1", 0),
+        "server": (request.get_host().split(":")[0], int(request.get_port() or 80)),
+    }
+
+
+async def _serve_once(scope: dict, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """One stateless MCP exchange (JSON responses, no session) through the SDK's own transport."""
+    server = build_server()
+    # Django's ALLOWED_HOSTS and the bearer token guard this endpoint; the SDK's DNS-rebinding
+    # check would refuse any host but localhost
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    sent = False
+    status, headers, chunks = 500, [], []
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+
+    async def send(message):
+        nonlocal status, headers
+        if message["type"] == "http.response.start":
+            status, headers = message["status"], list(message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    async with server.session_manager.run():
+        await app(scope, receive, send)
+    return status, headers, b"".join(chunks)
+
+
+@csrf_exempt  # a bearer token authenticates it, never a cookie
+def mcp_http(request):
+    """The MCP streamable HTTP endpoint at /mcp, served by Django: stateless, JSON responses."""
+    if tokens.token_user_from_header(request.headers.get("Authorization", "")) is None:
+        response = JsonResponse({"error": "send a live API token as `Authorization: Bearer <token>`"}, status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="frame-governance"'
+        return response
+    status, headers, body = async_to_sync(_serve_once)(_asgi_scope(request), request.body)
+    response = HttpResponse(body, status=status)
+    for name, value in headers:
+        if name.lower() not in (b"content-length", b"transfer-encoding", b"connection"):
+            response[name.decode("latin-1")] = value.decode("latin-1")
+    return response

@@ -119,6 +119,12 @@ def token_user(secret: str):
     return user
 
 
+def token_user_from_header(value: str):
+    """token_user for an `Authorization: Bearer <token>` header value."""
+    scheme, _, secret = (value or "").partition(" ")
+    return token_user(secret.strip()) if scheme.lower() == "bearer" and secret.strip() else None
+
+
 def tokens_of(*, user) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(user=user).select_related("project").order_by("-created_at", "-id")
 

@@ -4,6 +4,7 @@ from django.urls import include, path
 
 from . import views, views_tokens
 from .api_site import api
+from .mcp_server import mcp_http
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,6 +18,8 @@ urlpatterns = [
     path("settings/tokens/new/", views_tokens.token_create, name="api-token-create"),
     path("settings/tokens/<int:pk>/revoke/", views_tokens.token_revoke, name="api-token-revoke"),
     path("api/v1/", api.urls),
+    path("mcp", mcp_http, name="mcp"),
+    path("mcp/", mcp_http),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -95,3 +95,36 @@ def test_manage_py_mcp_speaks_stdio(people, token_for):
     result = _run(session)
     assert not result.is_error, result.content
     assert result.structured_content["id"] == trace_id
+
+
+def test_streamable_http_under_the_same_site(live_server, people, token_for):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    token = token_for(people["auditor"], "sift", "auditor")
+    url = f"{live_server.url}/mcp"
+    trace_id = None
+
+    async def session():
+        nonlocal trace_id
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                selected = await client.call_tool(
+                    "select", {"project": "sift", "query": "smoke test", "budget_tokens": 300}
+                )
+                assert not selected.is_error, selected.content
+                trace_id = selected.structured_content["trace_id"]
+                report = await client.call_tool("report_outcome", {"trace_id": trace_id, "verdict": "helped"})
+                return names, report
+
+    from selection.models import Trace, TraceOutcome
+
+    names, report = _run(session)
+    assert names == {"select", "get_trace", "explain_unit", "report_outcome"}
+    assert not report.is_error, report.content
+    assert Trace.objects.get(pk=trace_id).source == "mcp"
+    assert TraceOutcome.objects.get().reporter == people["auditor"]
+
+    anonymous = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30)
+    assert anonymous.status_code == 401

@@ -37,6 +37,8 @@ ENDPOINTS = {
     ("get", "/api/v1/corpora/{name}/evaluations"),
     ("post", "/api/v1/corpora/{name}/evaluations"),
     ("get", "/api/v1/evaluations/{evaluation_id}"),
+    ("post", "/api/v1/traces/{trace_id}/outcomes"),
+    ("get", "/api/v1/jobs/{job_id}"),
     ("get", "/api/v1/audit"),
     ("get", "/api/v1/health"),
 }
