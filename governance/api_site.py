@@ -253,6 +253,11 @@ def _unexpected(request, exc):
     return problem(request, 500, "Internal error", detail, slug="internal")
 
 
+def unknown_path(request, rest: str = ""):
+    """Paths under /api/v1/ that name no operation: a problem document, not the site's 404 page."""
+    return problem(request, 404, "Not found", f"no API operation at {request.path}", slug="not-found")
+
+
 # --- routers and health ----------------------------------------------------------------------
 
 api.add_router("", "selection.api.router")

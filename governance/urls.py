@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import views, views_tokens
-from .api_site import api
+from .api_site import api, unknown_path
 from .mcp_server import mcp_http
 
 urlpatterns = [
@@ -18,6 +18,7 @@ urlpatterns = [
     path("settings/tokens/new/", views_tokens.token_create, name="api-token-create"),
     path("settings/tokens/<int:pk>/revoke/", views_tokens.token_revoke, name="api-token-revoke"),
     path("api/v1/", api.urls),
+    path("api/v1/<path:rest>", unknown_path),
     path("mcp", mcp_http, name="mcp"),
     path("mcp/", mcp_http),
     path("login/", auth_views.LoginView.as_view(), name="login"),

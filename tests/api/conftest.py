@@ -17,7 +17,7 @@ API = "/api/v1"
 @pytest.fixture
 def people(sift_users, django_user_model):  # noqa: F811
     """sift's lead, reviewer, auditor and outsider; `both` leads sift and quill; `root`, a superuser."""
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
     from selection.models import Project
 
     quill = Project.objects.get(slug="quill")

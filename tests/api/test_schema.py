@@ -119,11 +119,10 @@ def _fuzz(schemathesis, application, token):
         st_checks.content_type_conformance,
         st_checks.response_schema_conformance,
     ]
-    operations, cases, failures = 0, 0, []
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        operations += 1
+    counted = {"cases": 0}
+    failures: list[str] = []
 
+    def fuzz(operation) -> None:
         @settings(
             max_examples=CASES_PER_OPERATION,
             deadline=None,
@@ -133,13 +132,17 @@ def _fuzz(schemathesis, application, token):
             suppress_health_check=list(HealthCheck),
         )
         @given(case=operation.as_strategy())
-        def run(case, label=operation.label):
-            nonlocal cases
-            cases += 1
+        def run(case):
+            counted["cases"] += 1
             try:
                 case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=chosen)
             except Exception as error:  # noqa: BLE001 - every failure is collected and reported
-                failures.append(f"{label}: {error}"[:3000])
+                failures.append(f"{operation.label}: {error}"[:3000])
 
         run()
-    return operations, cases, failures
+
+    operations = 0
+    for result in schema.get_all_operations():
+        fuzz(result.ok())
+        operations += 1
+    return operations, counted["cases"], failures

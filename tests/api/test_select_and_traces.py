@@ -25,6 +25,10 @@ def test_a_bad_token_is_401_not_anonymous_access(api, context_lab):
     assert_problem(api("fg_deadbeef_nope").get("/traces"), 401)
 
 
+def test_an_unknown_api_path_is_a_problem_too(api, db):
+    assert assert_problem(api().get("/no/such/thing"), 404)["instance"] == "/api/v1/no/such/thing"
+
+
 def test_select_returns_the_bundle_and_a_searchable_trace(api, people, token_for):
     agent = api(token_for(people["lead"], "sift", "lead"))
     response = agent.post("/select", FAILING_TEST)
