@@ -95,7 +95,7 @@ def build_server() -> MCPServer:
                 WorkSignal(id=str(s.get("id", f"s{i}")), kind=str(s.get("kind", "")), content=str(s.get("content", "")))
                 for i, s in enumerate(signals or [])
             )
-            selection = serving.selection_request(
+            selection = serving.select_for_user(
                 user=user,
                 project_slug=project,
                 query=query,

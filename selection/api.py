@@ -277,7 +277,7 @@ def select(request, body: SelectIn):
     """Build the bundle for a request under the project's promoted frame; the trace is stored
     (source "api") and searchable like any other."""
     frame = body.work_frame or WorkFrameIn()
-    selection = serving.selection_request(
+    selection = serving.select_for_user(
         user=request.auth,
         project_slug=body.project,
         query=body.query,

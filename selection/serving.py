@@ -23,7 +23,7 @@ ORACLE = "CO"
 API_SOURCE = "api"
 
 
-def selection_request(
+def select_for_user(
     *,
     user,
     project_slug: str,

@@ -31,12 +31,12 @@ def _named(exporter, name):
 
 
 def test_an_import_and_a_selection_emit_spans_with_their_counts(spans, sift_users):  # noqa: F811
-    from selection.serving import selection_request
+    from selection.serving import select_for_user
 
     [imported] = _named(spans, "fg.corpus.import")
     assert imported.attributes["fg.corpus"] == "context-lab" and imported.attributes["fg.units"] > 0
 
-    selection = selection_request(
+    selection = select_for_user(
         user=sift_users["auditor"], project_slug="sift", query="smoke test config", budget_tokens=500
     )
     [span] = _named(spans, "fg.selection")
