@@ -72,7 +72,7 @@ def test_manage_py_mcp_speaks_stdio(people, token_for):
 
     from selection.serving import select_for_user
 
-    trace_id = selection_request(
+    trace_id = select_for_user(
         user=people["auditor"], project_slug="sift", query="smoke test", budget_tokens=300
     ).trace.pk
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
