@@ -21,6 +21,7 @@ from authority.audit import audit_record
 from authority.selectors import current_frame_version
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
+from selection.engine.timings import StageTimings, TimedStage, timed
 from selection.engine.types import (
     EngineConfig,
     ProjectFrame,
@@ -88,14 +89,17 @@ class SelectionInputs:
     use_dense: bool = True
 
 
-def selection_request(inputs: SelectionInputs, index: CorpusIndex) -> SelectionRequest:
+def selection_request(
+    inputs: SelectionInputs, index: CorpusIndex, *, timings: StageTimings | None = None
+) -> SelectionRequest:
     """The engine request for `inputs`: query and objective embedded together, once per process."""
     query_vector = objective_vector = None
     if inputs.use_dense and index.dense is not None:
-        if inputs.work_frame.objective:
-            query_vector, objective_vector = embed_queries([inputs.query, inputs.work_frame.objective])
-        else:
-            query_vector = embed_query(inputs.query)
+        with timed(timings, TimedStage.EMBED):
+            if inputs.work_frame.objective:
+                query_vector, objective_vector = embed_queries([inputs.query, inputs.work_frame.objective])
+            else:
+                query_vector = embed_query(inputs.query)
     return SelectionRequest(
         project_frame=inputs.project_frame,
         work_frame=inputs.work_frame,
@@ -110,11 +114,20 @@ def selection_request(inputs: SelectionInputs, index: CorpusIndex) -> SelectionR
 
 
 def selection_run(
-    inputs: SelectionInputs, index: CorpusIndex, *, config: EngineConfig | None = None
+    inputs: SelectionInputs,
+    index: CorpusIndex,
+    *,
+    config: EngineConfig | None = None,
+    timings: StageTimings | None = None,
 ) -> SelectionResult:
-    """Build the request and run the engine: the one path from resolved inputs to a result."""
+    """Build the request and run the engine: the one path from resolved inputs to a result.
+
+    `timings`, when given, records the embeddings, select() whole and the engine's own stages.
+    """
+    request = selection_request(inputs, index, timings=timings)
     try:
-        return select(selection_request(inputs, index), index, config)
+        with timed(timings, TimedStage.SELECT):
+            return select(request, index, config, timings=timings)
     except ValueError as error:
         raise SelectionError(str(error)) from error
 
@@ -149,8 +162,12 @@ def run_selection(
     source: str = "select",
     persist: bool = True,
     use_dense: bool = True,
+    timings: StageTimings | None = None,
 ) -> Selection:
-    """Select context for one request through the engine and (by default) write its trace."""
+    """Select context for one request through the engine and (by default) write its trace.
+
+    `timings` records what selection_run records, and the trace write.
+    """
     number, project_frame = frame_for(project, frame_version)
     index = store.corpus_index(project.corpus_id)
     inputs = SelectionInputs(
@@ -163,8 +180,11 @@ def run_selection(
         ledger=ledger,
         use_dense=use_dense,
     )
-    result = selection_run(inputs, index)
-    trace = trace_write(result, project=project, frame_version=number, task=task, source=source) if persist else None
+    result = selection_run(inputs, index, timings=timings)
+    trace = None
+    if persist:
+        with timed(timings, TimedStage.TRACE_WRITE):
+            trace = trace_write(result, project=project, frame_version=number, task=task, source=source)
     return Selection(result=result, trace=trace, project_frame=project_frame)
 
 

@@ -1,32 +1,36 @@
-"""The benchmark: engine selection per condition, the reference, the service end to end, backtest
-replays and import, at each size; one JSON document, printed as it goes.
+"""The benchmark run: at each size, every part in turn, one JSON document printed as it goes, and
+issue 7's targets checked against it. Each part lives in its own module, by what it measures:
+
+  selection_latency   engine select() per condition, split by stage (StageTimings); dense recall
+  reference           rank_bm25 + exact cosine + RRF, the baseline C6 is compared with
+  end_to_end          selection.services.run_selection with embeddings and the durable trace write
+  backtest_throughput backtest.services.replay_one in forked workers
+  import_rate         selection.importing.corpus_import with real embeddings, rolled back
 
 Timings are wall-clock medians and 95th percentiles over repeated requests (the synthetic tasks,
-cycled). The engine never reads the clock: stage times come from wrapping two of the pipeline's
-module functions (build_pool: retrieval; _records: the frozen trace records) for the run.
+cycled); stage times come from the StageTimings the engine and the services fill in.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import multiprocessing
 import os
-import platform
-import resource
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-import numpy as np
+from threadpoolctl import threadpool_limits
 
-from selection.engine import pipeline
 from selection.engine.index import IVF_THRESHOLD, CorpusIndex, NumpyExactSearcher
-from selection.engine.pipeline import select
-from selection.engine.types import SelectionRequest, WorkFrame
 
+from .backtest_throughput import time_backtest
+from .database import bench_corpus
+from .end_to_end import time_service
 from .generator import SyntheticCorpus, generate
+from .import_rate import time_import
+from .reference import time_reference
+from .selection_latency import dense_recall, engine_requests, time_selection
+from .stats import machine, peak_rss_mb
 
 CONDITIONS = ("C0", "C4", "C6")
 TARGETS = {  # size -> C6 selection p95 limit in ms (issue 7)
@@ -57,359 +61,7 @@ class BenchOptions:
     extra: dict = field(default_factory=dict)
 
 
-def summary(values_ms: list[float]) -> dict:
-    arr = np.asarray(values_ms, dtype=np.float64)
-    if arr.size == 0:
-        return {"p50_ms": None, "p95_ms": None, "n": 0}
-    return {
-        "p50_ms": round(float(np.percentile(arr, 50)), 3),
-        "p95_ms": round(float(np.percentile(arr, 95)), 3),
-        "n": int(arr.size),
-    }
-
-
-class StageClock:
-    """Times the pipeline's retrieval (build_pool) and trace-record (_records) calls from outside."""
-
-    def __init__(self):
-        self.retrieval = 0.0
-        self.records = 0.0
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[StageClock]:
-        build_pool, records = pipeline.build_pool, pipeline._records
-
-        def timed_pool(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return build_pool(*args, **kwargs)
-            finally:
-                self.retrieval += time.perf_counter() - start
-
-        def timed_records(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return records(*args, **kwargs)
-            finally:
-                self.records += time.perf_counter() - start
-
-        pipeline.build_pool, pipeline._records = timed_pool, timed_records
-        try:
-            yield self
-        finally:
-            pipeline.build_pool, pipeline._records = build_pool, records
-
-
-def engine_requests(bench: SyntheticCorpus, condition: str) -> list[SelectionRequest]:
-    return [
-        SelectionRequest(
-            project_frame=bench.frames[t.project],
-            work_frame=WorkFrame(
-                objective=t.objective, work_type=t.work_type, standpoint=t.standpoint
-            ),
-            query=t.query,
-            budget_tokens=t.budget_tokens,
-            condition=condition,
-            query_vector=t.query_vector,
-            objective_vector=t.objective_vector,
-        )
-        for t in bench.tasks
-    ]
-
-
-def time_selection(index: CorpusIndex, requests: list[SelectionRequest], samples: int) -> dict:
-    """select() p50/p95 with its split: retrieval, policy (the rest), trace records."""
-    for request in requests[:8]:
-        select(request, index)  # warm caches and code paths
-    total, retrieval, records, policy, serialise = [], [], [], [], []
-    clock = StageClock()
-    results = []
-    with clock.installed():
-        for i in range(samples):
-            request = requests[i % len(requests)]
-            clock.retrieval = clock.records = 0.0
-            start = time.perf_counter()
-            result = select(request, index)
-            elapsed = time.perf_counter() - start
-            total.append(elapsed * 1e3)
-            retrieval.append(clock.retrieval * 1e3)
-            records.append(clock.records * 1e3)
-            policy.append((elapsed - clock.retrieval - clock.records) * 1e3)
-            if i < len(requests):
-                results.append(result)
-    for result in results:
-        start = time.perf_counter()
-        result.trace.as_dict()
-        serialise.append((time.perf_counter() - start) * 1e3)
-    out = summary(total)
-    out.update(
-        retrieval=summary(retrieval),
-        policy=summary(policy),
-        trace_build=summary(records),
-        trace_serialise=summary(serialise),
-        candidates_mean=round(float(np.mean([len(r.trace.candidates) for r in results])), 1),
-    )
-    return out
-
-
-def dense_recall(index: CorpusIndex, bench: SyntheticCorpus) -> dict:
-    """An approximate searcher against exact cosine: recall@dense_k, and the C6 pools and bundles."""
-    exact_index = copy.copy(index)
-    exact_index.dense = NumpyExactSearcher(bench.vectors)  # units are generated in id order
-    k = 60
-    hits, pools, bundles = [], [], []
-    for request in engine_requests(bench, "C6"):
-        for vector in (request.query_vector, request.objective_vector):
-            approx = set(index.dense.top(np.asarray(vector, dtype=np.float32), k).tolist())
-            exact = set(exact_index.dense.top(np.asarray(vector, dtype=np.float32), k).tolist())
-            hits.append(len(approx & exact) / max(len(exact), 1))
-        a, e = select(request, index), select(request, exact_index)
-        pa = {c.unit_id for c in a.trace.candidates}
-        pe = {c.unit_id for c in e.trace.candidates}
-        pools.append(len(pa & pe) / max(len(pe), 1))
-        bundles.append(a.bundle.digest == e.bundle.digest)
-    return {
-        "searcher": index.dense.name,
-        f"recall_at_{k}": round(float(np.mean(hits)), 4),
-        f"recall_at_{k}_min": round(float(np.min(hits)), 4),
-        "c6_pool_recall": round(float(np.mean(pools)), 4),
-        "c6_same_bundle": round(float(np.mean(bundles)), 4),
-        "queries": len(hits),
-    }
-
-
-def time_reference(bench: SyntheticCorpus, queries: int) -> dict:
-    from .reference import ReferenceRetriever
-
-    start = time.perf_counter()
-    reference = ReferenceRetriever([u.text for u in bench.units], bench.vectors)
-    build_s = time.perf_counter() - start
-    times = []
-    for i in range(queries):
-        task = bench.tasks[i % len(bench.tasks)]
-        start = time.perf_counter()
-        reference.query(task.query, task.query_vector)
-        times.append((time.perf_counter() - start) * 1e3)
-    del reference
-    out = summary(times)
-    out["build_s"] = round(build_s, 2)
-    return out
-
-
-# --- the database parts ------------------------------------------------------------------------
-
-
-def time_service(stored, bench: SyntheticCorpus, runs: int) -> dict:
-    """run_selection end to end: frame lookup, two query embeddings (cache cleared), select, and
-    the durable trace write; each part timed by wrapping the service module's own names."""
-    from selection import services, store
-    from selection.models import Task
-
-    start = time.perf_counter()
-    store.corpus_index(stored.corpus.pk)
-    load_s = time.perf_counter() - start
-    tasks = list(Task.objects.filter(corpus=stored.corpus).select_related("project", "corpus"))
-    tasks = [t for t in tasks if t.uid.startswith("t")][: len(bench.tasks)]
-    parts: dict[str, float] = {}
-
-    def timing(name: str, fn: Callable) -> Callable:
-        def wrapped(*args, **kwargs):
-            begun = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                parts[name] = parts.get(name, 0.0) + time.perf_counter() - begun
-
-        return wrapped
-
-    originals = (services.embed_queries, services.select, services.trace_write)
-    services.embed_queries = timing("embed", services.embed_queries)
-    services.select = timing("select", services.select)
-    services.trace_write = timing("trace_write", services.trace_write)
-    totals: dict[str, list[float]] = {"total": [], "embed": [], "select": [], "trace_write": []}
-    try:
-        originals[0](["warm the model"])
-        for i in range(runs + 3):
-            task = tasks[i % len(tasks)]
-            services.embed_cache_clear()
-            parts.clear()
-            work = store.work_frame_for_task(task)
-            begun = time.perf_counter()
-            services.run_selection(
-                project=task.project, query=task.query, work_frame=work,
-                budget_tokens=task.budget_tokens, standpoint=task.standpoint, task=task,
-                source="bench",
-            )
-            elapsed = time.perf_counter() - begun
-            if i < 3:
-                continue
-            totals["total"].append(elapsed * 1e3)
-            for name in ("embed", "select", "trace_write"):
-                totals[name].append(parts.get(name, 0.0) * 1e3)
-    finally:
-        services.embed_queries, services.select, services.trace_write = originals
-    out = summary(totals["total"])
-    out.update({name: summary(values) for name, values in totals.items() if name != "total"})
-    out["index_load_s"] = round(load_s, 2)
-    out["dense_searcher"] = store.corpus_index(stored.corpus.pk).dense.name
-    return out
-
-
-def _replay_worker(backtest_id: int, pairs: list[tuple[int, str]], ready, go, results) -> None:
-    from django.db import connections
-
-    from backtest import services as backtest_services
-
-    ready.wait()
-    go.wait()
-    begun = time.perf_counter()
-    for task_id, side in pairs:
-        backtest_services.replay_one(backtest_id=backtest_id, task_id=task_id, side=side)
-    results.put((len(pairs), time.perf_counter() - begun))
-    connections.close_all()
-
-
-def time_backtest(stored, workers: int) -> dict:
-    """Task replays per second through backtest.services.replay_one, in `workers` forked processes
-    (what a Celery worker with --concurrency=N runs), each replay writing its trace and metrics."""
-    from django.db import connections
-
-    from authority.models import FrameVersion
-    from backtest import services as backtest_services
-    from backtest.models import Backtest, BacktestStatus, ReplaySide
-    from selection import services, store
-    from selection.engine.pipeline import ENGINE_VERSION
-    from selection.models import Task
-
-    project = stored.project
-    tasks = list(Task.objects.filter(project=project).order_by("position", "id"))
-    baseline = FrameVersion.objects.get(project=project, number=1)
-    backtest = Backtest.objects.create(
-        proposal=stored.proposal, baseline_version=baseline,
-        candidate_version=stored.proposal.frame_version, condition="C6",
-        task_ids=[t.pk for t in tasks],
-        task_set_digest=backtest_services.backtest_task_set_digest(project=project),
-        engine_version=ENGINE_VERSION, gates={}, status=BacktestStatus.QUEUED,
-    )
-    # a worker that has run a while: index built, queries embedded, rows cached (inherited by fork)
-    store.corpus_index(project.corpus_id)
-    for task in tasks:
-        work = store.work_frame_for_task(task)
-        services.embed_query(task.query)
-        if work.objective:
-            services.embed_query(work.objective)
-        backtest_services._task_context(task.pk)
-    store.frame_of_version(baseline.pk)
-    store.frame_of_version(stored.proposal.frame_version_id)
-    backtest_services._maps(project.corpus_id, store.corpus_index(project.corpus_id))
-    pairs = [(t.pk, side) for t in tasks for side in ReplaySide.values]
-    connections.close_all()
-    context = multiprocessing.get_context("fork")
-    ready, go = context.Barrier(workers + 1), context.Barrier(workers + 1)
-    results = context.Queue()
-    procs = [
-        context.Process(
-            target=_replay_worker, args=(backtest.pk, pairs[w::workers], ready, go, results)
-        )
-        for w in range(workers)
-    ]
-    for proc in procs:
-        proc.start()
-    ready.wait()
-    begun = time.perf_counter()
-    go.wait()
-    done = [results.get(timeout=600) for _ in procs]
-    wall = time.perf_counter() - begun
-    for proc in procs:
-        proc.join()
-    replays = sum(n for n, _ in done)
-    return {
-        "replays": replays,
-        "wall_s": round(wall, 3),
-        "replays_per_s": round(replays / wall, 1),
-        "per_worker": round(replays / wall / workers, 1),
-        "implementation": "backtest.services.replay_one in forked worker processes",
-    }
-
-
-def time_import(bench_size: int, seed: int, units: int) -> dict:
-    """corpus_import of a generated corpus with real model embeddings, rolled back afterwards."""
-    from django.db import transaction
-
-    from selection.corpus.records import CorpusData, ProjectSpec, UnitRecord
-    from selection.corpus.writer import write_corpus
-    from selection.importing import corpus_import
-
-    small = generate(units, seed=seed + 1, tasks=1)
-    rename = {slug: slug.replace("bench-", "bench-import-") for slug in small.slugs}
-    data = CorpusData(
-        name=f"bench-import-{units}",
-        description="benchmark import",
-        standpoint=small.standpoint,
-        projects=tuple(
-            ProjectSpec(
-                slug=rename[slug], name=slug, frame={**small.snapshots[slug], "scope": [rename[slug]]},
-                project_frame=replace(small.frames[slug], project=rename[slug], scope=(rename[slug],)),
-            )
-            for slug in small.slugs
-        ),
-        units=tuple(
-            UnitRecord(unit=replace(u, project=rename[u.project]), line=i + 1)
-            for i, u in enumerate(small.units)
-        ),
-    )
-    phases: dict[str, float] = {}
-    marks = {"start": 0.0}
-
-    def progress(step: str, advanced: int, total: int) -> None:
-        now = time.perf_counter()
-        phases.setdefault(f"{step}_first", now)
-        phases[f"{step}_last"] = now
-
-    class Rollback(Exception):
-        pass
-
-    with tempfile.TemporaryDirectory() as directory:
-        write_corpus(data, directory)
-        marks["start"] = time.perf_counter()
-        try:
-            with transaction.atomic():
-                corpus_import(directory, progress=progress)
-                marks["end"] = time.perf_counter()
-                raise Rollback
-        except Rollback:
-            pass
-    total = marks["end"] - marks["start"]
-    embed_s = phases.get("writing_first", marks["end"]) - marks["start"]
-    return {
-        "units": units,
-        "seconds": round(total, 2),
-        "units_per_s": round(units / total, 1),
-        "embedding_s": round(embed_s, 2),
-        "embedding": "all-MiniLM-L6-v2 (the packaged model)",
-    }
-
-
 # --- the run ------------------------------------------------------------------------------------
-
-
-def machine() -> dict:
-    import numpy
-
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
-        model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if "model name" in ln), "")
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-def peak_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def run_size(size: int, options: BenchOptions, say: Callable[[str], None]) -> dict:
@@ -457,8 +109,6 @@ def run_size(size: int, options: BenchOptions, say: Callable[[str], None]) -> di
 
 
 def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say) -> dict:
-    from .database import bench_corpus
-
     out: dict = {}
     stored = bench_corpus(bench)
     out["database_corpus"] = {
@@ -526,8 +176,6 @@ def _check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
 
 
 def run(options: BenchOptions, say: Callable[[str], None] = print) -> dict:
-    from threadpoolctl import threadpool_limits
-
     doc: dict = {"machine": machine(), "options": {
         "seed": options.seed, "tasks": options.tasks, "samples": options.samples,
         "blas_threads": options.blas_threads, "dense_threshold": options.dense_threshold,

@@ -7,8 +7,9 @@ from collections.abc import Collection
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
+from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
-from selection.engine.types import Gate, Gates, ProjectFrame
+from selection.engine.types import ProjectFrame
 
 FRAME_KEYS = (
     "purpose",
@@ -21,8 +22,6 @@ FRAME_KEYS = (
     "open_loop_work_types",
     "gates",
 )
-GATES_KEYS = ("primary", "min_improvement", "limits")
-LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
 
 
 def check_frame(

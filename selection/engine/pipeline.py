@@ -1,5 +1,5 @@
-"""select(request, index) -> SelectionResult: the staged policy, one record per candidate, no clock,
-no Django.
+"""select(request, index) -> SelectionResult: the staged policy, one record per candidate, no Django,
+and no clock but the StageTimings a caller may pass in.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .policy import Working, apply_eligibility, preferences, rank, work_type_pre
 from .reason_codes import REASON_DISPOSITION, ReasonCode, Stage
 from .render import render_bundle
 from .retrieval import Pool, QueryHits, build_pool, search
+from .timings import StageTimings, TimedStage, timed
 from .types import (
     SIGNAL_NAMES,
     BudgetState,
@@ -42,11 +43,16 @@ TRACE_SCHEMA = "context-trace/v1"
 
 
 def select(
-    request: SelectionRequest, index: CorpusIndex, config: EngineConfig | None = None
+    request: SelectionRequest,
+    index: CorpusIndex,
+    config: EngineConfig | None = None,
+    *,
+    timings: StageTimings | None = None,
 ) -> SelectionResult:
     """Build the context bundle and its trace for one request.
 
-    The ledger is read only under the oracle condition CO; C0..C6 never look at it.
+    The ledger is read only under the oracle condition CO; C0..C6 never look at it. `timings`, when
+    given, records the retrieval and trace-record stages (it changes nothing in the result).
     """
     config = config or EngineConfig()
     if request.budget_tokens < 0:
@@ -60,10 +66,12 @@ def select(
     budget = request.budget_tokens
 
     if condition.oracle:
-        candidates, pool, drafts_decided, ops, stages = _oracle(request, index, config, standpoint)
+        candidates, pool, drafts_decided, ops, stages = _oracle(
+            request, index, config, standpoint, timings
+        )
     else:
         candidates, pool, drafts_decided, ops, stages = _ladder(
-            request, index, config, condition, standpoint, scope, budget
+            request, index, config, condition, standpoint, scope, budget, timings
         )
 
     items = tuple(
@@ -95,6 +103,8 @@ def select(
         )
     )
 
+    with timed(timings, TimedStage.TRACE_RECORDS):
+        records = _records(candidates, pool)
     trace = ContextTrace(
         schema=TRACE_SCHEMA,
         engine_version=ENGINE_VERSION,
@@ -109,7 +119,7 @@ def select(
         budget_tokens=budget,
         config=config,
         retriever=_retriever_config(index, request, pool, config),
-        candidates=_records(candidates, pool),
+        candidates=records,
         coalescing=tuple(ops),
         stages=tuple(stages),
         bundle_digest=digest,
@@ -129,22 +139,23 @@ def _canonical_work_frame(work):
     )
 
 
-def _ladder(request, index, config, condition: Condition, standpoint, scope, budget):
+def _ladder(request, index, config, condition: Condition, standpoint, scope, budget, timings):
     frame, work = request.project_frame, request.work_frame
     prefs = preferences(condition, frame, work)
-    pool = build_pool(
-        index,
-        query=request.query,
-        query_vector=request.query_vector,
-        objective=work.objective,
-        objective_vector=request.objective_vector,
-        condition=condition,
-        preferences=prefs,
-        scope=scope,
-        class_pull=frame.class_pull,
-        standpoint=standpoint,
-        config=config,
-    )
+    with timed(timings, TimedStage.RETRIEVAL):
+        pool = build_pool(
+            index,
+            query=request.query,
+            query_vector=request.query_vector,
+            objective=work.objective,
+            objective_vector=request.objective_vector,
+            condition=condition,
+            preferences=prefs,
+            scope=scope,
+            class_pull=frame.class_pull,
+            standpoint=standpoint,
+            config=config,
+        )
     candidates = [
         Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(pool.order)
     ]
@@ -200,7 +211,7 @@ def _ladder(request, index, config, condition: Condition, standpoint, scope, bud
     return candidates, pool, decided, ops, stages
 
 
-def _oracle(request, index, config, standpoint):
+def _oracle(request, index, config, standpoint, timings):
     """CO: admit MUST then SHOULD units (each label in id order) within the budget. Not a system: a
     ceiling.
     """
@@ -213,7 +224,8 @@ def _oracle(request, index, config, standpoint):
         for uid in sorted(u for u, lab in ledger.items() if lab == label)
     ]
     pool = Pool()
-    pool.query = search(index, request.query, request.query_vector, config)
+    with timed(timings, TimedStage.RETRIEVAL):
+        pool.query = search(index, request.query, request.query_vector, config)
     fused_rank = {p: r for r, (p, _) in enumerate(pool.query.fused, start=1)}
     n = len(pool.query.fused)
     for uid in order:
