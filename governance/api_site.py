@@ -78,6 +78,13 @@ class ApiToken(HttpBearer):
 class BrowserSession(SessionAuth):
     """The dashboard's session cookie; unsafe methods need the CSRF token too."""
 
+    def _get_key(self, request: HttpRequest):
+        # no signed-in session: the request is anonymous (401), not a failed CSRF check (403)
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        return super()._get_key(request)
+
     def authenticate(self, request: HttpRequest, key: str | None):
         user = getattr(request, "user", None)
         return user if user is not None and user.is_authenticated and user.is_active else None

@@ -109,6 +109,8 @@ def test_verify_diff_and_counterfactual(api, people, token_for):
 def test_session_auth_needs_the_csrf_token_for_writes(context_lab, people):
     from django.test import Client
 
+    anonymous = Client(enforce_csrf_checks=True)
+    assert_problem(anonymous.post("/api/v1/select", FAILING_TEST, content_type="application/json"), 401)
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(people["lead"])
     assert browser.get("/api/v1/traces").status_code == 200
