@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "selection",
     "governance",
     "backtest",
+    "bench",
 ]
 
 MIDDLEWARE = [

@@ -97,6 +97,8 @@ def _gates(value: Any, place: Place, report: Report) -> Gates | None:
         fields["min_improvement"] = report.number(
             known["min_improvement"], place.at("min_improvement")
         )
+    if "require_interval" in known:
+        fields["require_interval"] = report.boolean(known["require_interval"], place.at("require_interval"))
     if "limits" in known:
         entries = report.items(known["limits"], place.at("limits"))
         limits = [_limit(item, at, report) for at, item in entries or ()]

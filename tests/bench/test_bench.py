@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-import selection.bench
-from selection.bench.generator import generate
+import bench
+from bench.generator import generate
 from selection.engine.index import CorpusIndex, IvfSearcher, NumpyExactSearcher
 from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest, WorkFrame
@@ -114,7 +114,7 @@ def test_the_bench_measures_through_hooks_and_touches_nothing_private():
     # stage times come from StageTimings; a bench module that rebinds another module's names or
     # calls its private functions breaks the rule the timings hook replaced
     offences = []
-    for path in sorted(Path(selection.bench.__file__).parent.glob("*.py")):
+    for path in sorted(Path(bench.__file__).parent.glob("*.py")):
         tree = ast.parse(path.read_text())
         imported = set()
         for node in ast.walk(tree):
