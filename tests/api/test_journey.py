@@ -49,7 +49,9 @@ def test_the_readme_journey(celery_worker_process, client, sift_users, capsys):
     trace = lead.get(selected.json()["trace_url"].removeprefix("/api/v1")).json()
     assert trace["source"] == "api" and trace["trace"]["candidates"]
 
-    proposed = lead.post("/proposals", {"project": "sift", "title": "Widen the class pull from three to five", "patch": PATCH})
+    proposed = lead.post(
+        "/proposals", {"project": "sift", "title": "Widen the class pull from three to five", "patch": PATCH}
+    )
     assert proposed.status_code == 201, proposed.content
     backtest_url = proposed.json()["backtests"][0]["url"].removeprefix("/api/v1")
     backtest = _wait(lead, backtest_url)
@@ -58,7 +60,9 @@ def test_the_readme_journey(celery_worker_process, client, sift_users, capsys):
     assert backtest["progress"]["done"] == backtest["progress"]["total"]
 
     assert backtest["decision"]["passed"], backtest["decision"]
-    reviewed = reviewer.post(f"{backtest_url}/reviews", {"verdict": "approve", "comment": "checked the per-task deltas"})
+    reviewed = reviewer.post(
+        f"{backtest_url}/reviews", {"verdict": "approve", "comment": "checked the per-task deltas"}
+    )
     assert reviewed.status_code == 201, reviewed.content
     promoted = lead.post(f"/proposals/{proposed.json()['id']}/promotion")
     assert promoted.status_code == 201, promoted.content
