@@ -3,6 +3,11 @@
 Roles are granted per project (RoleGrant): a lead proposes and promotes, a reviewer approves or
 rejects a backtest result, an auditor reads everything and changes nothing. A superuser may read
 every project but, like anyone, needs a grant to write.
+
+A request made with a personal API token carries the token's scope on its user (`token_scope`,
+set by the API's authentication): one role in one project, or reading only. Every check below
+narrows the user's grants by that scope, so a token never does more than its owner could through
+the pages, and the services need not know how the request arrived.
 """
 
 from __future__ import annotations
@@ -20,11 +25,29 @@ class AccessDenied(PermissionDenied):
 
 
 @dataclass(frozen=True)
+class TokenScope:
+    """What an API token lets its owner do: `role` in project `project_id`, or read only (both None)."""
+
+    project_id: int | None = None
+    role: str | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return self.project_id is None
+
+
+def token_scope(user) -> TokenScope | None:
+    """The scope of the token this request was made with; None for a session (the full grants)."""
+    return getattr(user, "token_scope", None)
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What one user may do in one project; the only place a role becomes a permission."""
 
     roles: frozenset[str]
     superuser: bool = False
+    read_only: bool = False  # a read-only API token: the roles read, they write nothing
 
     @property
     def can_read(self) -> bool:
@@ -32,20 +55,20 @@ class Capabilities:
 
     @property
     def can_propose(self) -> bool:
-        return Role.LEAD in self.roles
+        return not self.read_only and Role.LEAD in self.roles
 
     @property
     def can_promote(self) -> bool:
-        return Role.LEAD in self.roles
+        return not self.read_only and Role.LEAD in self.roles
 
     @property
     def can_review(self) -> bool:
-        return Role.REVIEWER in self.roles
+        return not self.read_only and Role.REVIEWER in self.roles
 
     @property
     def can_replay(self) -> bool:
         # a replay writes a new trace; leads and reviewers may, auditors only read
-        return bool(self.roles & {Role.LEAD, Role.REVIEWER})
+        return not self.read_only and bool(self.roles & {Role.LEAD, Role.REVIEWER})
 
 
 def _active(user) -> bool:
@@ -53,13 +76,21 @@ def _active(user) -> bool:
 
 
 def capabilities(user, project) -> Capabilities:
-    """One query: the user's roles in the project (superusers read all, but write only by grant)."""
+    """One query: the user's roles in the project (superusers read all, but write only by grant),
+    narrowed by the scope of the API token the request carries."""
     if not _active(user):
+        return Capabilities(frozenset())
+    scope = token_scope(user)
+    if scope is not None and not scope.read_only and scope.project_id != project.pk:
         return Capabilities(frozenset())
     roles = frozenset(
         RoleGrant.objects.filter(user=user, project=project).values_list("role", flat=True)
     )
-    return Capabilities(roles, superuser=user.is_superuser)
+    if scope is None:
+        return Capabilities(roles, superuser=user.is_superuser)
+    if scope.read_only:
+        return Capabilities(roles, superuser=user.is_superuser, read_only=True)
+    return Capabilities(roles & {scope.role}, superuser=False)
 
 
 def _who(user) -> str:
@@ -113,16 +144,67 @@ def readable_projects(user, projects: QuerySet) -> QuerySet:
     that own projects."""
     if not _active(user):
         return projects.none()
+    scope = token_scope(user)
+    if scope is not None and not scope.read_only:
+        # a project-scoped API token reads its one project, while its owner holds the role there
+        return projects.filter(
+            pk=scope.project_id, role_grants__user=user, role_grants__role=scope.role
+        ).distinct()
     if user.is_superuser:
         return projects
     return projects.filter(role_grants__user=user).distinct()
 
 
+def reads_all_projects(user) -> bool:
+    """A superuser reads every project, unless the request's API token holds it to one."""
+    if not _active(user) or not user.is_superuser:
+        return False
+    scope = token_scope(user)
+    return scope is None or scope.read_only
+
+
 def reads_unscoped_audit(user) -> bool:
-    """Audit entries bound to no project are shown to superusers and to auditors of any project."""
+    """Audit entries bound to no project are shown to superusers and to auditors of any project
+    (not to a request made with a project-scoped API token)."""
     if not _active(user):
         return False
+    scope = token_scope(user)
+    if scope is not None and not scope.read_only:
+        return False
     return user.is_superuser or RoleGrant.objects.filter(user=user, role=Role.AUDITOR).exists()
+
+
+def access_token_scope(user, project, role: str | None) -> TokenScope:
+    """The scope a user may give a new token of theirs: a role they hold in the project, or
+    reading only (project and role both None)."""
+    if not _active(user):
+        raise AccessDenied("sign in to create an API token")
+    if project is None and not role:
+        return TokenScope()
+    if project is None or not role:
+        raise AccessDenied("a token is scoped to one role in one project, or is read only")
+    if role not in Role.values:
+        raise AccessDenied(f'"{role}" is not a role')
+    if not RoleGrant.objects.filter(user=user, project=project, role=role).exists():
+        raise AccessDenied(f"{_who(user)} does not hold the {Role(role).label.lower()} role in {project.slug}")
+    return TokenScope(project_id=project.pk, role=role)
+
+
+def access_report_outcome(user, project) -> Capabilities:
+    """An agent reports how a bundle served it: any role in the project, not a read-only token."""
+    caps = capabilities(user, project)
+    if not caps.roles or caps.read_only:
+        raise AccessDenied(
+            f"{_who(user)} may not report outcomes in {project.slug}: it needs a role there (not a read-only token)"
+        )
+    return caps
+
+
+def access_corpus_import(user) -> None:
+    """Importing a corpus creates projects, which no project role covers: superusers only, and not
+    through an API token (a token is held to one project, or to reading)."""
+    if not _active(user) or not user.is_superuser or token_scope(user) is not None:
+        raise AccessDenied(f"{_who(user)} may not import a corpus: it needs a signed-in superuser")
 
 
 # --- corpora: evaluations span every project of a corpus ---------------------------------------
@@ -140,11 +222,14 @@ def corpus_capabilities(user, corpus) -> CorpusCapabilities:
     """One query: any role on one of the corpus's projects reads it; a lead on one may evaluate."""
     if not _active(user):
         return CorpusCapabilities(False, False)
-    roles = set(
-        RoleGrant.objects.filter(user=user, project__corpus=corpus).values_list("role", flat=True)
-    )
+    grants = RoleGrant.objects.filter(user=user, project__corpus=corpus)
+    scope = token_scope(user)
+    if scope is not None and not scope.read_only:
+        grants = grants.filter(project_id=scope.project_id, role=scope.role)
+    roles = set(grants.values_list("role", flat=True))
+    writes = scope is None or not scope.read_only
     return CorpusCapabilities(
-        can_read=user.is_superuser or bool(roles), can_evaluate=Role.LEAD in roles
+        can_read=reads_all_projects(user) or bool(roles), can_evaluate=writes and Role.LEAD in roles
     )
 
 

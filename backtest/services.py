@@ -25,7 +25,7 @@ from authority.audit import audit_record
 from authority.selectors import current_frame_version
 from governance.models import Proposal, ProposalState
 from governance.services import GovernanceError, proposal_sync_state
-from selection import store
+from selection import store, telemetry
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
@@ -241,6 +241,7 @@ def backtest_warm(*, backtest_id: int) -> int:
     return len(backtest.task_ids)
 
 
+@telemetry.traced_replay
 def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
     """Replay one task under one side's frame version and store its trace and metrics, once."""
     if side not in ReplaySide.values:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from authority.models import FrameVersion
+from authority.models import FrameVersion, Role
 
 
 class ProposalState(models.TextChoices):
@@ -52,3 +52,39 @@ class Proposal(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class ApiToken(models.Model):
+    """A personal API token: only a SHA-256 digest of its secret is stored; the secret is shown once.
+
+    Scoped to one role in one project, or (project null, role blank) read only across the owner's
+    projects; access.py narrows the owner's grants by that scope on every request.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True, help_text="the visible start of the token")
+    digest = models.CharField(max_length=64, unique=True, help_text="sha256 of the whole token")
+    project = models.ForeignKey(
+        "selection.Project", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(project__isnull=True) & models.Q(role=""))
+                | (models.Q(project__isnull=False) & ~models.Q(role="")),
+                name="api_token_scope_whole",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

@@ -253,7 +253,7 @@ class AuditFilters:
 def audit_entries(*, user, filters: AuditFilters) -> QuerySet[AuditEntry]:
     """The entries `user` may read (see access.readable_projects), filtered, newest first."""
     entries = AuditEntry.objects.select_related("actor", "project").order_by("-at", "-id")
-    if not user.is_superuser:
+    if not access.reads_all_projects(user):
         visible = Q(project__in=access.readable_projects(user, Project.objects.all()).values("pk"))
         if access.reads_unscoped_audit(user):
             visible |= Q(project__isnull=True)

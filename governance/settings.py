@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_htmx",
+    "ninja",
     "authority",
     "selection",
     "governance",
@@ -226,6 +227,9 @@ FG_CANDIDATE_POOL = int(env("FG_CANDIDATE_POOL", "40"))
 FG_READER_MODEL_URL = env("FG_READER_MODEL_URL", "")
 FG_READER_MODEL_NAME = env("FG_READER_MODEL_NAME", "")
 FG_READER_MODEL_TIMEOUT = float(env("FG_READER_MODEL_TIMEOUT", "30"))
+# corpus archives uploaded through the API or the page wait here for their import job; the
+# workers must see the same directory (one machine, or a shared volume)
+FG_UPLOAD_DIR = env("FG_UPLOAD_DIR", str(embedded.STATE_DIR / "uploads"))
 
 LOGGING = {
     "version": 1,

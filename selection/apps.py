@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class SelectionConfig(AppConfig):
     name = "selection"
     verbose_name = "Memory and selection"
+
+    def ready(self):
+        from . import telemetry
+
+        telemetry.configure_from_env()  # opt-in: OTEL_TRACES_EXPORTER=console|otlp

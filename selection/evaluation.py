@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -166,6 +166,7 @@ def evaluation_run(
     conditions: str | Iterable[str] | None = None,
     actor=None,
     builders: str | Iterable[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Evaluation:
     """Replay every task of `corpus` under each condition (plus the hazard's misassigned C6 runs),
     score them against the hidden ledgers, and store the evaluation, its runs and their traces in
@@ -177,7 +178,8 @@ def evaluation_run(
 
     `builders` adds the frame-builder table: each task's frame as each builder establishes it from
     the task's signals, run at C6 with abstention (the frame policy) and without it, beside the
-    declared frame and C0 (both added to the conditions when missing).
+    declared frame and C0 (both added to the conditions when missing). `progress(done, total)` is
+    called after each task's replays (a job shows it).
     """
     corpus = _corpus(corpus)
     if actor is not None:
@@ -215,6 +217,8 @@ def evaluation_run(
             runs.append(_replay(task, condition, variant, work_type, version, ledger))
         for builder in chosen_builders:
             runs.extend(_builder_runs(task, builder, version, ledger, hazard=hazard_on))
+        if progress is not None:
+            progress(len({r.task.pk for r in runs}), len(tasks))
 
     with transaction.atomic():
         traces = traces_write([r.entry for r in runs])

@@ -32,7 +32,7 @@ from selection.corpus import (
 )
 from selection.engine.types import Unit
 
-from . import embeddings
+from . import embeddings, telemetry
 from .corpus_parts import ImportedCorpus, corpus_parts
 from .models import (
     Corpus,
@@ -45,7 +45,7 @@ from .models import (
     UnitLink,
 )
 
-__all__ = ["CorpusRefused", "corpus_export", "corpus_import"]
+__all__ = ["CorpusRefused", "corpus_check", "corpus_export", "corpus_import"]
 
 EMBED_BATCH = 64
 WRITE_BATCH = 1000
@@ -63,6 +63,7 @@ class CorpusRefused(CorpusError):
     """A well-formed corpus this installation cannot take: a name or slug in use, a long value."""
 
 
+@telemetry.traced_import
 def corpus_import(path: str | Path, *, progress: Progress | None = None, actor=None) -> Corpus:
     """Import the corpus at `path` whole or not at all; raises CorpusError listing every issue.
 
@@ -70,10 +71,7 @@ def corpus_import(path: str | Path, *, progress: Progress | None = None, actor=N
     anything is written; then embeddings are computed in batches (outside the transaction: they can
     take minutes) and every row is written in one transaction with its audit rows.
     """
-    data = read_corpus(path)
-    refusals = _refusals(data)
-    if refusals:
-        raise CorpusRefused(refusals)
+    data = corpus_check(path)
     texts = [record.unit.text for record in data.units]
     vectors, model_name = _embed(texts, progress)
     try:
@@ -86,6 +84,16 @@ def corpus_import(path: str | Path, *, progress: Progress | None = None, actor=N
             raise CorpusRefused(refusals) from error
         raise
     return corpus
+
+
+def corpus_check(path: str | Path) -> CorpusData:
+    """Read and check the corpus at `path` in full, and the installation for reused names; writes
+    nothing. Raises CorpusError (or CorpusRefused) listing every issue."""
+    data = read_corpus(path)
+    refusals = _refusals(data)
+    if refusals:
+        raise CorpusRefused(refusals)
+    return data
 
 
 def _refusals(data: CorpusData) -> list[CorpusIssue]:

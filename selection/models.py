@@ -6,6 +6,7 @@ selection time and written to the trace (tests/selection/test_models.py enforces
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
@@ -266,3 +267,64 @@ class EvaluationRun(models.Model):
                 fields=["evaluation", "task", "condition", "variant"], name="evaluation_run_unique"
             ),
         ]
+
+
+class JobKind(models.TextChoices):
+    EVALUATION = "evaluation"
+    IMPORT = "import"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    ERROR = "error"
+
+
+class Job(models.Model):
+    """Long work run on a Celery worker (an evaluation, a corpus import), with its progress.
+
+    The page and the API show `done`/`total` of `step` while it runs, then the result (the
+    evaluation, the imported corpus) or the error with every issue.
+    """
+
+    kind = models.CharField(max_length=12, choices=JobKind.choices)
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    corpus = models.ForeignKey(Corpus, on_delete=models.PROTECT, null=True, blank=True, related_name="jobs")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    params = models.JSONField(default=dict, help_text="conditions; the staged corpus directory")
+    step = models.CharField(max_length=20, blank=True)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    issues = models.JSONField(default=list, blank=True, help_text="each corpus issue, when an import is refused")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class OutcomeVerdict(models.TextChoices):
+    HELPED = "helped"
+    PARTIAL = "partial"
+    MISSED = "missed"  # the bundle lacked what the work needed
+    HARMFUL = "harmful"  # the bundle misled the work
+
+
+class TraceOutcome(models.Model):
+    """What an agent reports of a bundle after using it; appended, never edited."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.PROTECT, related_name="outcomes")
+    reporter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    verdict = models.CharField(max_length=10, choices=OutcomeVerdict.choices)
+    note = models.TextField(blank=True)
+    missing_units = models.JSONField(default=list, blank=True, help_text="unit ids the work needed and lacked")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

@@ -34,7 +34,7 @@ from selection.engine.reason_codes import Disposition, ReasonCode
 from selection.engine.types import SelectionRequest, SelectionResult
 
 from . import scoring, store
-from .models import EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate
+from .models import Corpus, EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate
 from .services import SelectionError, SelectionInputs, selection_request, selection_run
 from .store import trace_result
 
@@ -307,3 +307,20 @@ def unit_dispositions(*, trace_ids, unit_uid: str) -> dict[int, tuple[str, str]]
             trace_id__in=list(trace_ids), unit_uid=unit_uid
         ).values_list("trace_id", "disposition", "reason_code")
     }
+# --------------------------------------------------------------------------------------------
+# Corpora (the API's corpus list)
+# --------------------------------------------------------------------------------------------
+
+
+def readable_corpora(*, user):
+    """Corpora with at least one project `user` may read, by name, their projects prefetched."""
+    return (
+        Corpus.objects.filter(projects__in=access.readable_projects(user, Project.objects.all()))
+        .distinct()
+        .order_by("name")
+        .prefetch_related("projects")
+    )
+
+
+def readable_corpus(*, user, corpus) -> access.CorpusCapabilities:
+    return access.access_corpus_read(user, corpus)

@@ -32,7 +32,7 @@ from selection.engine.types import (
     WorkFrame,
 )
 
-from . import embeddings, store
+from . import embeddings, store, telemetry
 from .chain import chain_link
 from .models import Project, Task, Trace, TraceCandidate
 from .scoring import ledger_for_task
@@ -157,6 +157,7 @@ def frame_for(project: Project, frame_version=None):
     return store.frame_of_version(version.pk, version=version)
 
 
+@telemetry.traced_selection
 def run_selection(
     *,
     project: Project,

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views as trace_views
-from . import views_chain, views_evaluation
+from . import views_chain, views_evaluation, views_jobs
 
 urlpatterns: list = []
 
@@ -43,3 +43,10 @@ urlpatterns += [
     path("traces/<int:pk>/export.<str:fmt>", trace_views.trace_export, name="trace-export"),
 ]
 # --- end trace explorer ---
+
+# --- jobs and corpus upload (selection/views_jobs.py) ---
+urlpatterns += [
+    path("jobs/<int:pk>/", views_jobs.job_detail, name="job-detail"),
+    path("corpora/upload/", views_jobs.corpus_upload, name="corpus-upload"),
+]
+# --- end jobs ---

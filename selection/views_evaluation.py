@@ -13,13 +13,14 @@ from django.views.decorators.http import require_POST
 
 from authority import access
 
-from .evaluation import ALL_CONDITIONS, EvaluationError, evaluation_run
+from .evaluation import ALL_CONDITIONS, EvaluationError
 from .evaluation_report import (
     corpus_evaluations,
     corpus_for_name,
     evaluation_for_pk,
     evaluation_report,
 )
+from .jobs import evaluation_enqueue
 from .models import Corpus, Evaluation, Project
 
 
@@ -52,13 +53,13 @@ def evaluation_create(request, name: str):
     corpus = _corpus(name)
     chosen = [c for c in request.POST.getlist("conditions") if c]
     try:
-        # synchronous: a fixture-sized corpus evaluates in seconds once the index is built
-        evaluation = evaluation_run(corpus=corpus, conditions=chosen or None, actor=request.user)
+        # on a worker, as from the API: the job page shows its progress, then links the result
+        job = evaluation_enqueue(corpus=corpus, conditions=chosen or None, actor=request.user)
     except EvaluationError as error:
         messages.error(request, str(error))
         return redirect("evaluation-list", name=corpus.name)
-    messages.success(request, f"Evaluation {evaluation.pk} stored.")
-    return redirect("evaluation-detail", pk=evaluation.pk)
+    messages.success(request, f"Evaluation queued as job #{job.pk}.")
+    return redirect("job-detail", pk=job.pk)
 
 
 @login_required

@@ -28,7 +28,8 @@ from selection.evaluation import (
     pair_overlaps,
     parse_conditions,
 )
-from selection.models import Corpus, Evaluation, EvaluationRun, Task, Trace
+from selection.jobs import job_run
+from selection.models import Corpus, Evaluation, EvaluationRun, Job, Task, Trace
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "context-lab"
 
@@ -392,9 +393,13 @@ def test_only_a_lead_runs_an_evaluation(client, people, lab):
     assert Evaluation.objects.count() == before
     client.force_login(people["lead"])
     response = client.post(url, {"conditions": ["C0", "CO"]})
-    created = Evaluation.objects.exclude(pk=lab[0]).get()
+    job = Job.objects.get()
     assert response.status_code == 302
-    assert response["Location"] == reverse("evaluation-detail", args=[created.pk])
+    assert response["Location"] == reverse("job-detail", args=[job.pk])
+    assert job_run(job.pk).status == "finished"  # as the worker does
+    created = Evaluation.objects.exclude(pk=lab[0]).get()
+    page = client.get(response["Location"]).content.decode()
+    assert reverse("evaluation-detail", args=[created.pk]) in page
     assert created.conditions == ["C0", "CO"]
     assert created.runs.count() == 2 * Task.objects.filter(corpus__name="context-lab").count()
     assert created.result["conditions"]["C0"]["mean"] == lab[1]["conditions"]["C0"]["mean"]

@@ -1,0 +1,304 @@
+"""The backtest app's API routes: proposals (with the backtests they start) and their promotion,
+one backtest (state, progress, gates, per-task deltas) and its review.
+
+As on the proposal and backtest pages: reads check access_read; a proposal goes through
+governance.services.proposal_submit, a verdict through services.backtest_review, a promotion
+through governance.services.proposal_promote, each checking its role itself.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from django.urls import reverse
+from ninja import Field, Router, Schema, Status
+
+from authority import access
+from governance import selectors as governance_selectors
+from governance import services as governance_services
+from selection.api_fields import Id, JsonObject, Text
+
+from . import selectors, services
+
+router = Router(tags=["backtest"])
+
+
+class ProgressOut(Schema):
+    done: int
+    total: int
+    percent: int
+    finished: bool
+
+
+class GateOut(Schema):
+    gate: str
+    metric: str
+    baseline: float | None
+    candidate: float | None
+    passed: bool
+    reason: str
+
+
+class DecisionOut(Schema):
+    passed: bool
+    primary_metric: str
+    baseline_means: dict[str, float | None]
+    candidate_means: dict[str, float | None]
+    gates: list[GateOut]
+    per_task_deltas: list[dict[str, Any]]
+    decided_at: datetime
+
+
+class ApprovalOut(Schema):
+    verdict: str
+    comment: str
+    reviewer: str
+    decided_at: datetime
+
+
+class TaskRowOut(Schema):
+    task: str
+    baseline_trace: int | None
+    candidate_trace: int | None
+    metrics: dict[str, dict[str, float | None]] = Field(description="metric -> baseline, candidate, delta")
+
+
+class BacktestOut(Schema):
+    id: int
+    url: str
+    page_url: str
+    proposal_id: int
+    proposal_url: str
+    project: str
+    status: str
+    error: str
+    baseline_version: int
+    candidate_version: int
+    condition: str
+    engine_version: str
+    task_set_digest: str
+    created_at: datetime
+    finished_at: datetime | None
+    progress: ProgressOut
+    decision: DecisionOut | None
+    approval: ApprovalOut | None
+    review_blockers: list[str]
+    tasks: list[TaskRowOut]
+
+
+class ReviewIn(Schema):
+    verdict: Literal["approve", "reject"]
+    comment: Text = Field("", max_length=20_000, description="required to reject")
+
+
+class ProposalIn(Schema):
+    project: Text = Field(min_length=1, max_length=100)
+    title: Text = Field(min_length=1, max_length=300)
+    rationale: Text = Field("", max_length=20_000)
+    patch: JsonObject = Field(description="a JSON Merge Patch (RFC 7396) over the current promoted frame")
+    base_version: int | None = Field(
+        None, ge=0, le=2_147_483_647, description="the version you edited; refused if another was promoted since"
+    )
+
+
+class BacktestRefOut(Schema):
+    id: int
+    url: str
+    status: str
+
+
+class ProposalOut(Schema):
+    id: int
+    url: str
+    page_url: str
+    project: str
+    title: str
+    rationale: str
+    state: str
+    patch: dict[str, Any]
+    base_version: int
+    frame_version: int
+    warnings: list[str]
+    author: str | None
+    created_at: datetime
+    backtests: list[BacktestRefOut] = Field(description="newest first")
+    promotion_blockers: list[str]
+
+
+class PromotionOut(Schema):
+    project: str
+    proposal_id: int
+    frame_version: int
+    sequence: int
+    promoted_by: str
+    promoted_at: datetime
+
+
+def _gate(row: dict) -> dict:
+    return {
+        "gate": str(row.get("gate", "")),
+        "metric": str(row.get("metric", "")),
+        "baseline": row.get("baseline"),
+        "candidate": row.get("candidate"),
+        "passed": bool(row.get("passed")),
+        "reason": str(row.get("reason", "")),
+    }
+
+
+def _backtest(backtest) -> dict:
+    decision, approval = selectors.backtest_outcome(backtest)
+    progress = selectors.backtest_progress(backtest=backtest)
+    return {
+        "id": backtest.pk,
+        "url": reverse("api-1:backtest", args=[backtest.pk]),
+        "page_url": reverse("backtest-detail", args=[backtest.pk]),
+        "proposal_id": backtest.proposal_id,
+        "proposal_url": reverse("api-1:proposal", args=[backtest.proposal_id]),
+        "project": backtest.proposal.project.slug,
+        "status": backtest.status,
+        "error": backtest.error,
+        "baseline_version": backtest.baseline_version.number,
+        "candidate_version": backtest.candidate_version.number,
+        "condition": backtest.condition,
+        "engine_version": backtest.engine_version,
+        "task_set_digest": backtest.task_set_digest,
+        "created_at": backtest.created_at,
+        "finished_at": backtest.finished_at,
+        "progress": {
+            "done": progress.done,
+            "total": progress.total,
+            "percent": progress.percent,
+            "finished": progress.finished,
+        },
+        "decision": None
+        if decision is None
+        else {
+            "passed": decision.passed,
+            "primary_metric": decision.primary_metric,
+            "baseline_means": decision.baseline_means,
+            "candidate_means": decision.candidate_means,
+            "gates": [_gate(g) for g in decision.gate_results],
+            "per_task_deltas": decision.per_task_deltas,
+            "decided_at": decision.decided_at,
+        },
+        "approval": None
+        if approval is None
+        else {
+            "verdict": approval.verdict,
+            "comment": approval.comment,
+            "reviewer": approval.reviewer.username,
+            "decided_at": approval.decided_at,
+        },
+        "review_blockers": selectors.review_blockers(backtest=backtest) if decision is not None else [],
+        "tasks": [
+            {
+                "task": row.task,
+                "baseline_trace": row.baseline_trace,
+                "candidate_trace": row.candidate_trace,
+                "metrics": {
+                    cell.metric: {"baseline": cell.baseline, "candidate": cell.candidate, "delta": cell.delta}
+                    for cell in row.cells
+                },
+            }
+            for row in selectors.task_rows(backtest=backtest)
+        ],
+    }
+
+
+@router.get("/backtests/{backtest_id}", response=BacktestOut, url_name="backtest", summary="One backtest")
+def backtest_detail(request, backtest_id: Id):
+    """State and progress while it runs; then the gates with their reasons and per-task deltas."""
+    backtest = selectors.backtest_by_id(backtest_id=backtest_id)
+    access.access_read(request.auth, backtest.proposal.project)
+    return _backtest(backtest)
+
+
+@router.post(
+    "/backtests/{backtest_id}/reviews",
+    response={201: BacktestOut},
+    url_name="backtest-review",
+    summary="Approve or reject a finished backtest",
+)
+def backtest_review(request, backtest_id: Id, body: ReviewIn):
+    backtest = selectors.backtest_by_id(backtest_id=backtest_id)
+    services.backtest_review(backtest=backtest, reviewer=request.auth, verdict=body.verdict, comment=body.comment)
+    return Status(201, _backtest(selectors.backtest_by_id(backtest_id=backtest_id)))
+
+
+# --------------------------------------------------------------------------------------------
+# Proposals and promotion
+# --------------------------------------------------------------------------------------------
+
+
+def _proposal(proposal) -> dict:
+    return {
+        "id": proposal.pk,
+        "url": reverse("api-1:proposal", args=[proposal.pk]),
+        "page_url": reverse("proposal-detail", args=[proposal.pk]),
+        "project": proposal.project.slug,
+        "title": proposal.title,
+        "rationale": proposal.rationale,
+        "state": proposal.state,
+        "patch": proposal.patch if isinstance(proposal.patch, dict) else {},
+        "base_version": proposal.base_version.number,
+        "frame_version": proposal.frame_version.number,
+        "warnings": [str(w) for w in proposal.warnings],
+        "author": proposal.author.username if proposal.author else None,
+        "created_at": proposal.created_at,
+        "backtests": [
+            {"id": b.pk, "url": reverse("api-1:backtest", args=[b.pk]), "status": b.status}
+            for b in selectors.proposal_backtests(proposal=proposal)
+        ],
+        "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal),
+    }
+
+
+@router.post("/proposals", response={201: ProposalOut}, url_name="proposals", summary="Propose a frame change")
+def proposal_create(request, body: ProposalIn):
+    """Store a JSON Merge Patch over the current frame as a new version and start its backtest."""
+    project = governance_selectors.project_for_slug(slug=body.project)
+    access.access_propose(request.auth, project)  # before parsing further: a refused POST writes nothing
+    expected = (
+        governance_selectors.frame_version(project=project, number=body.base_version)
+        if body.base_version is not None
+        else None
+    )
+    proposal = governance_services.proposal_submit(
+        project=project,
+        author=request.auth,
+        title=body.title,
+        rationale=body.rationale,
+        patch=body.patch,
+        expected_base=expected,
+    )
+    return Status(201, _proposal(governance_selectors.proposal_by_id(proposal_id=proposal.pk)))
+
+
+@router.get("/proposals/{proposal_id}", response=ProposalOut, url_name="proposal", summary="One proposal")
+def proposal_detail(request, proposal_id: Id):
+    proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
+    access.access_read(request.auth, proposal.project)
+    return _proposal(proposal)
+
+
+@router.post(
+    "/proposals/{proposal_id}/promotion",
+    response={201: PromotionOut},
+    url_name="promotion",
+    summary="Promote an approved proposal",
+)
+def proposal_promote(request, proposal_id: Id):
+    proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
+    promotion = governance_services.proposal_promote(proposal=proposal, lead=request.auth)
+    return Status(
+        201,
+        {
+            "project": proposal.project.slug,
+            "proposal_id": proposal.pk,
+            "frame_version": promotion.frame_version.number,
+            "sequence": promotion.sequence,
+            "promoted_by": request.auth.username,
+            "promoted_at": promotion.promoted_at,
+        },
+    )

@@ -1,0 +1,40 @@
+"""`python manage.py api_token USER [--project P --role R] [--days N] [--name NAME]`: create a token.
+
+The same service as the API tokens page (governance.tokens.token_create): the scope must be a role
+USER holds, creation is audited, and the secret is printed once, alone on stdout, for scripts.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from authority import access
+from governance import tokens
+from selection.models import Project
+
+
+class Command(BaseCommand):
+    help = "Create a personal API token for USER (one role in one project, or read only) and print it once."
+
+    def add_arguments(self, parser):
+        parser.add_argument("user")
+        parser.add_argument("--project", help="the project the token is limited to (with --role)")
+        parser.add_argument("--role", choices=["lead", "reviewer", "auditor"])
+        parser.add_argument("--days", type=int, default=tokens.DEFAULT_LIFETIME_DAYS, choices=tokens.LIFETIMES_DAYS)
+        parser.add_argument("--name", default="cli")
+
+    def handle(self, *args, user, project, role, days, name, **options):
+        owner = get_user_model().objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f'no user "{user}"')
+        scoped = None
+        if project:
+            scoped = Project.objects.filter(slug=project).first()
+            if scoped is None:
+                raise CommandError(f'no project "{project}"')
+        try:
+            issued = tokens.token_create(user=owner, name=name, project=scoped, role=role, days=days)
+        except (access.AccessDenied, tokens.TokenRefused) as error:
+            raise CommandError(str(error)) from error
+        self.stdout.write(issued.secret)

@@ -1,0 +1,234 @@
+"""The Model Context Protocol server: select, get_trace, explain_unit and report_outcome as tools.
+
+Each tool authenticates with a personal API token, the same tokens and scopes as the HTTP API:
+over streamable HTTP from the `Authorization: Bearer` header, over stdio (`manage.py mcp`) from
+FG_API_TOKEN. It then calls the same services and selectors as the API routes, so an agent can do
+exactly what its token's owner could through the pages, and no more.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+import anyio
+from asgiref.sync import async_to_sync
+from django.core.exceptions import PermissionDenied
+from django.db import close_old_connections
+from django.http import Http404, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+
+from selection import selectors, serving
+from selection.api import counterfactual_document, outcome_document, select_document, trace_document
+from selection.engine.types import WorkSignal
+from selection.evaluation import EvaluationError
+from selection.services import SelectionError
+
+from . import tokens
+
+TOKEN_ENV = "FG_API_TOKEN"
+INSTRUCTIONS = (
+    "Frame Governance selects the context an agent may see under a project's governed frame. "
+    "Call `select` with the project and what you are doing (a query and/or work signals such as a "
+    "failing test); it returns the bundle and a trace id. `get_trace` shows every candidate with its "
+    "reason code, `explain_unit` says why one unit was or was not admitted, and `report_outcome` "
+    "tells the maintainers whether the bundle served the work."
+)
+
+
+def _user(ctx: Context | None):
+    """The token's owner, with the token's scope; ToolError when no live token came with the call."""
+    headers = None
+    if ctx is not None:
+        try:
+            headers = ctx.headers
+        except ValueError:
+            headers = None
+    if headers:
+        user = tokens.token_user_from_header(headers.get("authorization") or headers.get("Authorization") or "")
+    else:
+        secret = os.environ.get(TOKEN_ENV, "").strip()
+        user = tokens.token_user(secret) if secret else None
+    if user is None:
+        raise ToolError(f"no live API token: send `Authorization: Bearer <token>` or set {TOKEN_ENV}")
+    return user
+
+
+def _call(ctx: Context | None, action):
+    """Run one tool's action as the token's user; domain refusals become tool errors in words."""
+    close_old_connections()
+    try:
+        return action(_user(ctx))
+    except PermissionDenied as error:
+        raise ToolError(f"forbidden: {error}") from error
+    except Http404 as error:
+        raise ToolError(f"not found: {error}") from error
+    except (SelectionError, EvaluationError) as error:
+        raise ToolError(str(error)) from error
+    finally:
+        close_old_connections()
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("frame-governance", instructions=INSTRUCTIONS)
+
+    @server.tool()
+    def select(
+        project: str,
+        query: str = "",
+        signals: list[dict[str, str]] | None = None,
+        objective: str = "",
+        work_type: str | None = None,
+        budget_tokens: int | None = None,
+        condition: str = "C6",
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Select a context bundle. `signals`: [{"id", "kind", "content"}], kind one of user_message,
+        project_state, tool_result, failing_test, scheduled_job, event, agent_task."""
+
+        def run(user):
+            work_signals = tuple(
+                WorkSignal(id=str(s.get("id", f"s{i}")), kind=str(s.get("kind", "")), content=str(s.get("content", "")))
+                for i, s in enumerate(signals or [])
+            )
+            selection = serving.select_for_user(
+                user=user,
+                project_slug=project,
+                query=query,
+                signals=work_signals,
+                objective=objective,
+                work_type=work_type,
+                budget_tokens=budget_tokens,
+                condition=condition,
+                source="mcp",
+            )
+            return select_document(selection)
+
+        return _call(ctx, run)
+
+    @server.tool()
+    def get_trace(trace_id: int, ctx: Context | None = None) -> dict[str, Any]:
+        """One stored trace in full: frames, configuration, every candidate with its reason code."""
+
+        def run(user):
+            trace, _ = selectors.readable_trace(user=user, pk=trace_id)
+            return _jsonable(trace_document(trace))
+
+        return _call(ctx, run)
+
+    @server.tool()
+    def explain_unit(trace_id: int, unit_id: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Why a unit was or was not admitted to a trace's bundle, and the smallest changes (budget,
+        class rank, class pull) that would have admitted it."""
+
+        def run(user):
+            trace, _ = selectors.readable_trace(user=user, pk=trace_id)
+            return _jsonable(counterfactual_document(trace, unit_id))
+
+        return _call(ctx, run)
+
+    @server.tool()
+    def report_outcome(
+        trace_id: int,
+        verdict: Literal["helped", "partial", "missed", "harmful"],
+        note: str = "",
+        missing_units: list[str] | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Report how the bundle of a trace served the work: helped, partial, missed or harmful."""
+
+        def run(user):
+            outcome = serving.outcome_report(
+                user=user, trace_id=trace_id, verdict=verdict, note=note, missing_units=missing_units or ()
+            )
+            return _jsonable(outcome_document(outcome))
+
+        return _call(ctx, run)
+
+    return server
+
+
+def _jsonable(doc):
+    """Datetimes as ISO strings: a tool's structured result is plain JSON."""
+    if isinstance(doc, dict):
+        return {k: _jsonable(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [_jsonable(v) for v in doc]
+    if hasattr(doc, "isoformat"):
+        return doc.isoformat()
+    return doc
+
+
+# --- streamable HTTP under the same site -------------------------------------------------------
+
+MCP_PATH = "/mcp"
+
+
+def _asgi_scope(request) -> dict:
+    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in request.headers.items()]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": MCP_PATH,
+        "raw_path": MCP_PATH.encode(),
+        "root_path": "",
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "headers": headers,
+        "client": (request.META.get("REMOTE_ADDR") or "127.0.0.1", 0),
+        "server": (request.get_host().split(":")[0], int(request.get_port() or 80)),
+    }
+
+
+async def _serve_once(scope: dict, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """One stateless MCP exchange (JSON responses, no session) through the SDK's own transport."""
+    server = build_server()
+    # Django's ALLOWED_HOSTS and the bearer token guard this endpoint; the SDK's DNS-rebinding
+    # check would refuse any host but localhost
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    sent = False
+    status, headers, chunks = 500, [], []
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+
+    async def send(message):
+        nonlocal status, headers
+        if message["type"] == "http.response.start":
+            status, headers = message["status"], list(message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    async with server.session_manager.run():
+        await app(scope, receive, send)
+    return status, headers, b"".join(chunks)
+
+
+@csrf_exempt  # a bearer token authenticates it, never a cookie
+def mcp_http(request):
+    """The MCP streamable HTTP endpoint at /mcp, served by Django: stateless, JSON responses."""
+    if tokens.token_user_from_header(request.headers.get("Authorization", "")) is None:
+        response = JsonResponse({"error": "send a live API token as `Authorization: Bearer <token>`"}, status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="frame-governance"'
+        return response
+    status, headers, body = async_to_sync(_serve_once)(_asgi_scope(request), request.body)
+    response = HttpResponse(body, status=status)
+    for name, value in headers:
+        if name.lower() not in (b"content-length", b"transfer-encoding", b"connection"):
+            response[name.decode("latin-1")] = value.decode("latin-1")
+    return response
