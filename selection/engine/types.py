@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
+from .routing.types import RoutingInputs, RoutingPolicy, RoutingReport
+
 ESTABLISHMENTS = ("declared", "inferred-confident", "inferred-ambiguous", "unknown")
 SIGNAL_KINDS = (
     "user_message",
@@ -108,6 +110,8 @@ class ProjectFrame(_Serialisable):
     work_types: tuple[tuple[str, tuple[str, ...]], ...] = ()
     open_loop_work_types: tuple[str, ...] = ()
     gates: Gates = field(default_factory=Gates)
+    # task categories -> work types, and which modules each loads (docs/corpus-format.md)
+    routing: RoutingPolicy = field(default_factory=RoutingPolicy)
 
     def classes_for(self, work_type: str | None) -> tuple[str, ...]:
         for name, classes in self.work_types:
@@ -160,6 +164,10 @@ class SelectionRequest(_Serialisable):
     objective_vector: tuple[float, ...] | None = None
     # the hidden ledger: read only by the oracle (CO) and by attribution, never by C0..C6
     ledger: Mapping[str, str] | None = None
+    # declared routing inputs (task category, path scope, overlays, strict, no_local)
+    routing: RoutingInputs = field(default_factory=RoutingInputs)
+    # the requesting user's private units (local overlay); empty under no_local
+    local_units: tuple[Unit, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,6 +369,8 @@ class ContextTrace(_Serialisable):
     stages: tuple[StageSummary, ...]
     bundle_digest: str
     bundle_tokens: int
+    # routing: completeness, dispositions, conflicts; None in traces written before routing
+    routing: RoutingReport | None = None
 
     def candidate(self, unit_id: str) -> CandidateRecord | None:
         for record in self.candidates:
