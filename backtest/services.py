@@ -218,6 +218,7 @@ def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple
         standpoint=task.standpoint,
         query_vector=embed_query(task.query) if dense else None,
         objective_vector=embed_query(objective) if dense and objective else None,
+        routing=store.routing_inputs_for_task(task),
     )
     return select(request, index), index
 

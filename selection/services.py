@@ -14,6 +14,7 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from selection.engine.pipeline import select
+from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import ProjectFrame, SelectionRequest, SelectionResult, WorkFrame
 
 from . import store
@@ -89,8 +90,18 @@ def run_selection(
     source: str = "select",
     persist: bool = True,
     use_dense: bool = True,
+    routing: RoutingInputs | None = None,
+    user=None,
 ) -> Selection:
-    """Select context for one request through the engine and (by default) write its trace."""
+    """Select context for one request through the engine and (by default) write its trace.
+
+    `routing` carries the declared routing inputs (task category, path scope, overlays, strict,
+    no_local) as one frozen RoutingInputs; every interface (command, API, evaluation, replay)
+    passes the same type. Under `routing.strict` an incomplete or conflicted request gives an
+    empty bundle whose trace says why (`result.trace.routing.refused`). `user`: whose local
+    overlay units join the request, unless `routing.no_local`.
+    """
+    routing = routing or RoutingInputs()
     number, project_frame = frame_for(project, frame_version)
     index = store.corpus_index(project.corpus_id)
     query_vector = objective_vector = None
@@ -109,6 +120,8 @@ def run_selection(
         query_vector=query_vector,
         objective_vector=objective_vector,
         ledger=ledger,
+        routing=routing,
+        local_units=store.local_units_for(user=user, project=project) if not routing.no_local else (),
     )
     try:
         result = select(request, index)
@@ -249,6 +262,7 @@ def replay_task(
         ledger=ledger_for_task(task) if condition == "CO" else None,
         source=source,
         persist=persist,
+        routing=store.routing_inputs_for_task(task),
     )
 
 
@@ -275,6 +289,8 @@ def trace_replay(*, trace: Trace, actor, source: str = "replay") -> Trace:
             ledger=ledger,
             source=source,
             use_dense=engine_trace.retriever.dense != "none",
+            # the routing inputs as declared; a replay passes no user, so no local overlay units
+            routing=engine_trace.routing.inputs if engine_trace.routing else None,
         )
         audit_record(
             actor=actor,

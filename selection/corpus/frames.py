@@ -7,6 +7,7 @@ from collections.abc import Collection
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
+from selection.corpus.routing import ROUTING_FRAME_KEYS, check_routing_policy
 from selection.engine.metrics import METRICS
 from selection.engine.types import Gate, Gates, ProjectFrame
 
@@ -20,6 +21,7 @@ FRAME_KEYS = (
     "work_types",
     "open_loop_work_types",
     "gates",
+    *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
 GATES_KEYS = ("primary", "min_improvement", "limits")
 LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
@@ -63,6 +65,13 @@ def check_frame(
         )
     if "gates" in known:
         fields["gates"] = _gates(known["gates"], place.at("gates"), report)
+    if any(key in known for key in ROUTING_FRAME_KEYS):
+        declared_work_types = (
+            {name for name, _ in fields["work_types"]} if fields.get("work_types") else set()
+        )
+        fields["routing"] = check_routing_policy(
+            known, place, report, work_types=declared_work_types
+        )
     if len(report) > before:
         return None
     return ProjectFrame(project=project, version=1, **fields)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from .conditions import effective_condition, get_condition
 from .index import CorpusIndex
 from .pipeline import select
+from .routing.types import RoutingInputs
 from .types import ContextTrace, ProjectFrame, SelectionRequest, SelectionResult
 
 MAX_PULL = 10  # the largest class pull tried
@@ -36,6 +37,8 @@ def request_from_trace(
         query_vector=query_vector,
         objective_vector=objective_vector,
         ledger=ledger,
+        # local overlay units are private and not in the trace: a re-run uses the shared corpus
+        routing=trace.routing.inputs if trace.routing else RoutingInputs(),
     )
 
 

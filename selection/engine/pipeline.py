@@ -57,7 +57,6 @@ def select(
         raise ValueError("budget_tokens must be >= 0")
     named = get_condition(request.condition)
     work = _canonical_work_frame(request.work_frame)
-    condition, note = effective_condition(named, work.establishment, enabled=config.abstention)
     standpoint = request.standpoint or work.standpoint
     frame = request.project_frame
     scope = frame.scope_set
@@ -65,10 +64,7 @@ def select(
 
     routing: RoutingReport | None = None
     envelope: list[Unit] = []
-    if condition.oracle:
-        # the oracle is a ceiling read off the ledger, not a system: routing does not apply
-        candidates, pool, drafts_decided, ops, stages = _oracle(request, index, config, standpoint)
-    else:
+    if not named.oracle:
         routing = route(
             index.units,
             project=frame.project,
@@ -78,9 +74,18 @@ def select(
             local_units=request.local_units,
         )
         if routing.work_type and not work.work_type:
-            # the frame maps the declared task category to exactly one work type
-            work = replace(work, work_type=routing.work_type)
+            # the frame maps the declared task category to exactly one work type: declared input
+            work = replace(
+                work,
+                work_type=routing.work_type,
+                establishment="declared" if work.establishment == "unknown" else work.establishment,
+            )
             request = replace(request, work_frame=work)
+    condition, note = effective_condition(named, work.establishment, enabled=config.abstention)
+    if condition.oracle:
+        # the oracle is a ceiling read off the ledger, not a system: routing does not apply
+        candidates, pool, drafts_decided, ops, stages = _oracle(request, index, config, standpoint)
+    else:
         if request.routing.strict:
             status, why = strict_refusal(routing)
             if status:

@@ -315,3 +315,23 @@ def routing_header(report: RoutingReport | None) -> dict[str, str]:
     for d in report.local:
         rows[f"routing local {d.unit}"] = d.outcome
     return rows
+
+
+def routing_summary(report: RoutingReport) -> dict:
+    """The `routing` object of `select --json` and of the API: a stable shape scripts rely on."""
+    return {
+        "completeness": report.completeness,
+        "work_type": report.work_type,
+        "dispositions": [
+            {"unit": d.unit, "disposition": d.disposition, "reason": d.reason}
+            for d in report.dispositions
+        ],
+        "conflicts": [{"code": c.code, "units": list(c.units)} for c in report.conflicts],
+        "budget_omissions": [
+            {"unit": uid, "reason": RouteCode.OMIT_BUDGET.value} for uid in report.budget_omissions
+        ],
+        "local": [{"unit": d.unit, "outcome": d.outcome, "detail": d.detail} for d in report.local],
+        "problems": list(report.problems),
+        "refused": report.refused,
+        "refusal": report.refusal,
+    }
