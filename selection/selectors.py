@@ -34,6 +34,7 @@ from selection.engine.explain import (
     trace_outcomes,
 )
 from selection.engine.pipeline import select
+from selection.engine.routing.route import structural_conflicts
 from selection.engine.types import SelectionRequest, SelectionResult, Unit
 
 from . import scoring, store
@@ -341,3 +342,10 @@ def backtest_funnels(backtest) -> dict[str, LossFunnel]:
     ):
         groups[side].append(trace_id)
     return _grouped({side: groups.get(side, []) for side in ("baseline", "candidate")})
+
+
+def corpus_conflicts(*, corpus_id: int):
+    """Structural conflicts of a corpus: active units of one project sharing subject and facet
+    with no supersession between them (reported on import; every selection that would load both
+    reports them again)."""
+    return structural_conflicts(store.corpus_index(corpus_id).units)
