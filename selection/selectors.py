@@ -34,6 +34,7 @@ from selection.engine.explain import (
     trace_outcomes,
 )
 from selection.engine.pipeline import select
+from selection.engine.routing.codes import LOAD_ORDER, LocalCode, RouteCode
 from selection.engine.routing.route import structural_conflicts
 from selection.engine.types import SelectionRequest, SelectionResult, Unit
 
@@ -115,7 +116,10 @@ def trace_search_choices(*, user) -> dict[str, list]:
 
     return {
         "projects": list(access.readable_projects(user).order_by("slug").values_list("slug", flat=True)),
-        "reasons": [r.value for r in ReasonCode],
+        # routed units carry their route code as their candidate reason (or OMIT_BUDGET)
+        "reasons": [r.value for r in ReasonCode]
+        + [c.value for c in LOAD_ORDER]
+        + [RouteCode.OMIT_BUDGET.value, LocalCode.LOCAL_ADDED.value],
         "dispositions": [d.value for d in Disposition],
     }
 

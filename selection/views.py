@@ -233,7 +233,7 @@ def _chart_data(rows) -> dict:
     }
 
 
-STAGE_ORDER = ("retrieval", "signals", "eligibility", "ranking", "coalescing", "budget", "oracle")
+STAGE_ORDER = ("routing", "retrieval", "signals", "eligibility", "ranking", "coalescing", "budget", "oracle")
 
 
 def _stage_counts(engine_trace) -> dict:

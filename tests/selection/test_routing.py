@@ -238,3 +238,26 @@ def test_task_routing_block_errors_name_file_line_and_field(db, tmp_path):
         read_corpus(directory)
     issue = caught.value.issues[0]
     assert issue.file == "tasks.yaml" and "routing.paths" in issue.location and "line 12" in issue.location and issue.field == "paths"
+
+
+def test_trace_page_and_diff_show_completeness_dispositions_and_refusal(rlab, client, django_user_model):
+    from django.urls import reverse
+
+    from governance.models import RoleGrant
+    from selection.models import Project
+
+    auditor = django_user_model.objects.create_user("aud")
+    RoleGrant.objects.create(user=auditor, project=Project.objects.get(slug="rlab"), role="auditor")
+    client.force_login(auditor)
+    _, loose = select_json("--task-category", "implementation", "--path", "cli/a.py")
+    _, refused = select_json("--task-category", "implementation", "--strict-routing")
+
+    html = client.get(reverse("trace-detail", args=[refused["trace_id"]])).content.decode()
+    section = html[html.index('id="routing"') : html.index('id="near-misses"')]
+    assert ">INCOMPLETE<" in section and 'id="routing-refusal"' in section
+    row = section[section.index('data-unit="a-storage"') :]
+    assert "SKIP_SCOPE_MISSING" in row[: row.index("</tr>")]
+
+    html = client.get(reverse("trace-diff"), {"a": loose["trace_id"], "b": refused["trace_id"]}).content.decode()
+    assert "routing completeness" in html and "routing a-storage" in html
+    assert "loaded ROUTE_PATH" in html and "skipped SKIP_SCOPE_MISSING" in html
