@@ -56,9 +56,19 @@ def memory_import(directory: str | Path, *, corpus: str, project: str, actor=Non
     if existing is not None:
         lineage = existing.corpus.extras.get(LINEAGE) or {}
         if lineage.get("lineage") != corpus:
-            raise CorpusError([CorpusIssue("corpus.yaml", "", "slug", (
-                f'project "{project}" belongs to corpus "{existing.corpus.name}", not to the memory '
-                f'corpus "{corpus}"; project slugs are unique across an installation'))])
+            raise CorpusError(
+                [
+                    CorpusIssue(
+                        "corpus.yaml",
+                        "",
+                        "slug",
+                        (
+                            f'project "{project}" belongs to corpus "{existing.corpus.name}", not to the memory '
+                            f'corpus "{corpus}"; project slugs are unique across an installation'
+                        ),
+                    )
+                ]
+            )
         version = int(lineage.get("version", 1)) + 1
     name = corpus if version == 1 else f"{corpus}.v{version}"
     extras = {LINEAGE: {"lineage": corpus, "version": version, "source": str(Path(directory).resolve())}}
@@ -78,8 +88,11 @@ def memory_import(directory: str | Path, *, corpus: str, project: str, actor=Non
 
 
 def _write_interchange(path: Path, *, name, project, frame, units, extras) -> None:
-    doc = {"name": name, "description": "Repo-native markdown memory.",
-           "projects": [{"slug": project, "name": project, "frame": frame}]}
+    doc = {
+        "name": name,
+        "description": "Repo-native markdown memory.",
+        "projects": [{"slug": project, "name": project, "frame": frame}],
+    }
     doc.update(extras)
     (path / "corpus.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
     (path / "units.jsonl").write_text(
@@ -100,39 +113,63 @@ def _reimport(data: CorpusData, project: Project, *, version: int, missing, acto
         current = FrameVersion.objects.filter(project=project).order_by("-number").first()
         frame_changes = tuple(d.path for d in diff_frames(current.snapshot, spec.frame) if d.changed) if current else ()
         corpus = Corpus.objects.create(
-            name=data.name, description=data.description, standpoint=data.standpoint,
-            embedding_model=model_name, extras=dict(data.extras),
+            name=data.name,
+            description=data.description,
+            standpoint=data.standpoint,
+            embedding_model=model_name,
+            extras=dict(data.extras),
         )
         project.corpus = corpus
         project.save(update_fields=["corpus"])
-        rows = [_unit_row(corpus, {project.slug: project}, r, v)
-                for r, v in zip(data.units, vectors or [None] * len(data.units), strict=True)]
+        rows = [
+            _unit_row(corpus, {project.slug: project}, r, v)
+            for r, v in zip(data.units, vectors or [None] * len(data.units), strict=True)
+        ]
         created: dict[str, MemoryUnit] = {}
         for batch in _batches(rows):
             created.update((row.uid, row) for row in MemoryUnit.objects.bulk_create(batch))
         UnitLink.objects.bulk_create(
             UnitLink(source=created[r.unit.id], target=created[t], kind=kind, position=i)
-            for r in data.units for kind, targets in _links(r.unit) for i, t in enumerate(targets)
+            for r in data.units
+            for kind, targets in _links(r.unit)
+            for i, t in enumerate(targets)
         )
         if frame_changes:
             number = current.number + 1
             frame_version = FrameVersion.objects.create(
-                project=project, number=number, snapshot=spec.frame, parent=current,
-                author_label=IMPORT_LABEL, origin="import",
+                project=project,
+                number=number,
+                snapshot=spec.frame,
+                parent=current,
+                author_label=IMPORT_LABEL,
+                origin="import",
             )
             sequence = Promotion.objects.filter(project=project).count() + 1
             Promotion.objects.create(project=project, frame_version=frame_version, sequence=sequence)
         result = MemoryImport(
-            corpus=corpus, version=version,
+            corpus=corpus,
+            version=version,
             added=tuple(sorted(after.keys() - before.keys())),
             removed=tuple(sorted(before.keys() - after.keys())),
-            changed=changed, frame_changes=frame_changes, missing_modules=missing,
+            changed=changed,
+            frame_changes=frame_changes,
+            missing_modules=missing,
         )
         audit_record(
-            actor=actor, project=project, action="memory.reimported", obj=corpus,
-            summary=(f"{project.slug}: memory version {version} as corpus {corpus.name} "
-                     f"(+{len(result.added)} -{len(result.removed)} ~{len(result.changed)} units)"),
-            payload={"version": version, "added": list(result.added), "removed": list(result.removed),
-                     "changed": list(result.changed), "frame_changes": list(frame_changes)},
+            actor=actor,
+            project=project,
+            action="memory.reimported",
+            obj=corpus,
+            summary=(
+                f"{project.slug}: memory version {version} as corpus {corpus.name} "
+                f"(+{len(result.added)} -{len(result.removed)} ~{len(result.changed)} units)"
+            ),
+            payload={
+                "version": version,
+                "added": list(result.added),
+                "removed": list(result.removed),
+                "changed": list(result.changed),
+                "frame_changes": list(frame_changes),
+            },
         )
     return MemoryImport(**{**result.__dict__, "conflicts": structural_conflicts(store.corpus_index(corpus.pk).units)})

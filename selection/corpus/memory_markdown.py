@@ -134,8 +134,12 @@ def read_manifest(path: Path, issues: _Issues) -> Manifest:
             elif "optional" in title:
                 section = "optional"
             else:
-                issues.add(file, number, f'unknown manifest section "{line[3:].strip()}" '
-                           '(known: Always load, Load by task, an optional-module index)')
+                issues.add(
+                    file,
+                    number,
+                    f'unknown manifest section "{line[3:].strip()}" '
+                    "(known: Always load, Load by task, an optional-module index)",
+                )
                 section = "unknown"
             continue
         if section is None:
@@ -153,8 +157,12 @@ def read_manifest(path: Path, issues: _Issues) -> Manifest:
             elif section == "optional":
                 kind = OPTIONAL_KINDS.get(heading.lower(), "")
                 if not kind:
-                    issues.add(file, number, f'unknown optional-module heading "{heading}" '
-                               f"(known: {', '.join(k.title() for k in OPTIONAL_KINDS)})")
+                    issues.add(
+                        file,
+                        number,
+                        f'unknown optional-module heading "{heading}" '
+                        f"(known: {', '.join(k.title() for k in OPTIONAL_KINDS)})",
+                    )
             else:
                 issues.add(file, number, "a ### heading belongs under Load by task or the optional-module index")
             continue
@@ -178,8 +186,9 @@ def read_manifest(path: Path, issues: _Issues) -> Manifest:
                     _load(manifest, categories, ref, pending == "load", file, number, issues, remember)
                 continue
             if bullet is not None and pending is not None and categories:
-                _load(manifest, categories, _module_ref(bullet["text"]), pending == "load", file, number,
-                      issues, remember)
+                _load(
+                    manifest, categories, _module_ref(bullet["text"]), pending == "load", file, number, issues, remember
+                )
                 continue
             issues.add(file, number, "under Load by task, expected Load: or Load if present: (or their bullets)")
             continue
@@ -196,8 +205,12 @@ def read_manifest(path: Path, issues: _Issues) -> Manifest:
                 current = module
                 manifest.optional.append(module)
                 if module.name in manifest.modules and manifest.modules[module.name] is not module:
-                    issues.add(file, number, f'module "{module.file}" is already named at line '
-                               f"{manifest.modules[module.name].line}; a module has one activation")
+                    issues.add(
+                        file,
+                        number,
+                        f'module "{module.file}" is already named at line '
+                        f"{manifest.modules[module.name].line}; a module has one activation",
+                    )
                 manifest.modules[module.name] = module
             continue
         if current is None:
@@ -340,7 +353,7 @@ def read_memory_directory(directory: str | Path, *, project: str) -> tuple[dict[
     for uid, key, target, number, file in links:
         other = target.lower()
         if other not in by_id:
-            issues.add(file, number, f'{key} names {target}, which no module entry holds', key)
+            issues.add(file, number, f"{key} names {target}, which no module entry holds", key)
         elif key == "supersedes":
             by_id[uid].setdefault("supersedes", []).append(other)
         else:
@@ -349,8 +362,10 @@ def read_memory_directory(directory: str | Path, *, project: str) -> tuple[dict[
         if unit.get("supersedes"):
             unit["supersedes"] = sorted(set(unit["supersedes"]))
     for uid, status_line, file in ((u["id"], u.pop("_status"), u.pop("_file")) for u in units if "_status" in u):
-        if status_line is not None and not by_id[uid].get("supersedes") and not any(
-            uid in (u.get("supersedes") or ()) for u in units
+        if (
+            status_line is not None
+            and not by_id[uid].get("supersedes")
+            and not any(uid in (u.get("supersedes") or ()) for u in units)
         ):
             issues.add(file, status_line, f"{uid} is superseded but names no Supersedes or Superseded-By", "status")
     if issues.found:
@@ -360,16 +375,25 @@ def read_memory_directory(directory: str | Path, *, project: str) -> tuple[dict[
 
 def _class_name(kind: str) -> str:
     name = re.sub(r"[^a-z0-9_.-]+", "-", kind.lower()).strip("-") or "memory"
-    return {"rules": "rule", "profiles": "profile", "areas": "area", "decisions": "decision",
-            "constraints": "constraint"}.get(name, name)
+    return {
+        "rules": "rule",
+        "profiles": "profile",
+        "areas": "area",
+        "decisions": "decision",
+        "constraints": "constraint",
+    }.get(name, name)
 
 
 def _entry_unit(entry: Entry, uid: str, shared: dict, issues: _Issues) -> dict[str, Any] | None:
     meta = {k: v for k, (v, _) in entry.meta.items()}
     status = meta.get("status", "active").lower()
     if status not in STATUSES:
-        issues.add(entry.file, entry.meta["status"][1], f'status "{meta["status"]}" is not one of {", ".join(STATUSES)}',
-                   "status")
+        issues.add(
+            entry.file,
+            entry.meta["status"][1],
+            f'status "{meta["status"]}" is not one of {", ".join(STATUSES)}',
+            "status",
+        )
         return None
     text = "\n".join(entry.body).strip()
     if meta.get("evidence"):

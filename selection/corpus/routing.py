@@ -55,9 +55,7 @@ def check_routing_policy(
     )
 
 
-def _category(
-    name: Any, spec: Any, place: Place, report: Report, work_types: set[str] | None
-) -> TaskCategory | None:
+def _category(name: Any, spec: Any, place: Place, report: Report, work_types: set[str] | None) -> TaskCategory | None:
     checked_name = report.identifier(name, place, "task category")
     if isinstance(spec, list):
         spec = {"work_types": spec}

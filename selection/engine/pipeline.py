@@ -318,8 +318,8 @@ def _admit_envelope(envelope, index, request, standpoint, scope, budget):
             c.signals = dict.fromkeys(SIGNAL_NAMES, 0.0)
         c.eligible = True
         c.bucket = 0
-    for rank, c in enumerate(working, start=1):
-        c.rank = rank
+    for position, c in enumerate(working, start=1):
+        c.rank = position
         c.retrieval_rank = 0
     return admit_within_budget(one_item_each(working), budget_tokens=budget)
 

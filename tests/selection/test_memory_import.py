@@ -68,8 +68,18 @@ def select_json(*args):
     out = io.StringIO()
     status = 0
     try:
-        call_command("select", "--project", "nightnotes", "--query", "add persistent session storage",
-                     "--json", "--budget", "2000", *args, stdout=out)
+        call_command(
+            "select",
+            "--project",
+            "nightnotes",
+            "--query",
+            "add persistent session storage",
+            "--json",
+            "--budget",
+            "2000",
+            *args,
+            stdout=out,
+        )
     except CommandError as error:
         status = error.returncode
     return status, json.loads(out.getvalue())
@@ -78,13 +88,15 @@ def select_json(*args):
 def test_import_memory_routes_as_the_manifest_says_and_reimport_is_a_new_version(db, tmp_path):
     repo = write_fixture(tmp_path)
     out, err = io.StringIO(), io.StringIO()
-    call_command("import_memory", str(repo), "--corpus", "nightnotes-memory", "--project", "nightnotes",
-                 stdout=out, stderr=err)
+    call_command(
+        "import_memory", str(repo), "--corpus", "nightnotes-memory", "--project", "nightnotes", stdout=out, stderr=err
+    )
     assert "memory version 1" in out.getvalue()
     assert "areas/web is enabled in the manifest but absent" in err.getvalue()
 
-    status, doc = select_json("--task-category", "implementation", "--path", "cli/nightnotes/store.py",
-                              "--strict-routing")
+    status, doc = select_json(
+        "--task-category", "implementation", "--path", "cli/nightnotes/store.py", "--strict-routing"
+    )
     reasons = {d["unit"]: (d["disposition"], d["reason"]) for d in doc["routing"]["dispositions"]}
     assert status == 0 and doc["routing"]["completeness"] == "COMPLETE"
     assert reasons["mc-con-20260901-00000001"] == ("loaded", "ROUTE_ALWAYS")
@@ -102,15 +114,24 @@ def test_import_memory_routes_as_the_manifest_says_and_reimport_is_a_new_version
 
     # a second owner of session-store/format, then re-import: a new version, a diff, a warning
     decisions = repo / "docs" / "memory" / "decisions.md"
-    decisions.write_text(decisions.read_text(encoding="utf-8") + (
-        "\n## MC-DEC-20261001-00000003 — Session store in memory\nStatus: active\nScope: project\n"
-        "Subject: session-store\nFacet: format\n\nKeep sessions in memory only.\n"), encoding="utf-8")
+    decisions.write_text(
+        decisions.read_text(encoding="utf-8")
+        + (
+            "\n## MC-DEC-20261001-00000003 — Session store in memory\nStatus: active\nScope: project\n"
+            "Subject: session-store\nFacet: format\n\nKeep sessions in memory only.\n"
+        ),
+        encoding="utf-8",
+    )
     out, err = io.StringIO(), io.StringIO()
-    call_command("import_memory", str(repo), "--corpus", "nightnotes-memory", "--project", "nightnotes",
-                 stdout=out, stderr=err)
+    call_command(
+        "import_memory", str(repo), "--corpus", "nightnotes-memory", "--project", "nightnotes", stdout=out, stderr=err
+    )
     assert "memory version 2" in out.getvalue() and "+ mc-dec-20261001-00000003" in out.getvalue()
     assert "mc-dec-20260926-00000002, mc-dec-20261001-00000003" in err.getvalue()
-    status, doc = select_json("--task-category", "implementation", "--path", "cli/nightnotes/store.py",
-                              "--strict-routing")
+    status, doc = select_json(
+        "--task-category", "implementation", "--path", "cli/nightnotes/store.py", "--strict-routing"
+    )
     assert status == 2 and doc["routing"]["conflicts"][0]["units"] == [
-        "mc-dec-20260926-00000002", "mc-dec-20261001-00000003"]
+        "mc-dec-20260926-00000002",
+        "mc-dec-20261001-00000003",
+    ]

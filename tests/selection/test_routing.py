@@ -34,16 +34,29 @@ projects:
 """
 
 UNITS = [
-    {"id": "r-root", "project": "rlab", "class": "rule", "root": True,
-     "text": "Root constraint: all migrations must remain deterministic."},
-    {"id": "r-output", "project": "rlab", "class": "rule",
-     "text": "Output rule: every answer leads with the diff."},
-    {"id": "a-storage", "project": "rlab", "class": "decision", "paths": ["cli/**/*.py"],
-     "text": "Storage area: notes persist as human-readable local JSON files."},
-    {"id": "a-web", "project": "rlab", "class": "rule", "paths": ["web/*"],
-     "text": "Web area: the frontend never stores tokens in local storage."},
-    {"id": "n-1", "project": "rlab", "class": "note",
-     "text": "Note: the storage migration is planned for next week."},
+    {
+        "id": "r-root",
+        "project": "rlab",
+        "class": "rule",
+        "root": True,
+        "text": "Root constraint: all migrations must remain deterministic.",
+    },
+    {"id": "r-output", "project": "rlab", "class": "rule", "text": "Output rule: every answer leads with the diff."},
+    {
+        "id": "a-storage",
+        "project": "rlab",
+        "class": "decision",
+        "paths": ["cli/**/*.py"],
+        "text": "Storage area: notes persist as human-readable local JSON files.",
+    },
+    {
+        "id": "a-web",
+        "project": "rlab",
+        "class": "rule",
+        "paths": ["web/*"],
+        "text": "Web area: the frontend never stores tokens in local storage.",
+    },
+    {"id": "n-1", "project": "rlab", "class": "note", "text": "Note: the storage migration is planned for next week."},
 ]
 
 TASKS = """\
@@ -82,8 +95,9 @@ def select_json(*args) -> tuple[int, dict]:
     out = io.StringIO()
     status = 0
     try:
-        call_command("select", "--project", "rlab", "--query", "session storage", "--json",
-                     "--budget", "400", *args, stdout=out)
+        call_command(
+            "select", "--project", "rlab", "--query", "session storage", "--json", "--budget", "400", *args, stdout=out
+        )
     except CommandError as error:
         status = error.returncode
     return status, json.loads(out.getvalue())
@@ -143,17 +157,31 @@ def test_missing_required_module_exits_1(db, tmp_path):
     corpus_import(write_corpus(tmp_path / "r", units=[u for u in UNITS if u["id"] != "r-output"]))
     status, doc = select_json("--task-category", "implementation", "--path", "cli/a.py", "--strict-routing")
     assert status == 1
-    assert {"unit": "rules/output", "disposition": "missing-required", "reason": "MISSING_REQUIRED"} in doc[
-        "routing"
-    ]["dispositions"]
+    assert {"unit": "rules/output", "disposition": "missing-required", "reason": "MISSING_REQUIRED"} in doc["routing"][
+        "dispositions"
+    ]
 
 
 def test_two_owners_conflict_on_import_and_strict_exits_2(db, tmp_path):
     units = UNITS + [
-        {"id": "d-json", "project": "rlab", "class": "decision", "root": True, "subject": "sessions",
-         "facet": "format", "text": "Sessions persist as JSON."},
-        {"id": "d-sqlite", "project": "rlab", "class": "decision", "root": True, "subject": "sessions",
-         "facet": "format", "text": "Sessions persist in SQLite."},
+        {
+            "id": "d-json",
+            "project": "rlab",
+            "class": "decision",
+            "root": True,
+            "subject": "sessions",
+            "facet": "format",
+            "text": "Sessions persist as JSON.",
+        },
+        {
+            "id": "d-sqlite",
+            "project": "rlab",
+            "class": "decision",
+            "root": True,
+            "subject": "sessions",
+            "facet": "format",
+            "text": "Sessions persist in SQLite.",
+        },
     ]
     err = io.StringIO()
     call_command("import_corpus", str(write_corpus(tmp_path / "r", units=units)), stdout=io.StringIO(), stderr=err)
@@ -166,8 +194,9 @@ def test_two_owners_conflict_on_import_and_strict_exits_2(db, tmp_path):
 
 def test_path_order_and_repetition_change_nothing(rlab):
     _, a = select_json("--task-category", "implementation", "--path", "cli/a.py", "--path", "web/x.ts")
-    _, b = select_json("--task-category", "implementation", "--path", "web\\x.ts", "--path", "cli/a.py",
-                       "--path", "cli/a.py")
+    _, b = select_json(
+        "--task-category", "implementation", "--path", "web\\x.ts", "--path", "cli/a.py", "--path", "cli/a.py"
+    )
     assert a["routing"] == b["routing"]
     assert a["bundle"]["digest"] == b["bundle"]["digest"]
 
@@ -182,8 +211,7 @@ def test_local_overlay_adds_context_never_overrides_and_no_local_gives_the_share
     get_user_model().objects.create_user("ana")
     user = get_user_model().objects.get(username="ana")
     local_unit_put(user=user, project=project, uid="me-tone", text="Prefer concise explanations.")
-    local_unit_put(user=user, project=project, uid="me-undo", text="Ignore the migration rule.",
-                   supersedes=("r-root",))
+    local_unit_put(user=user, project=project, uid="me-undo", text="Ignore the migration rule.", supersedes=("r-root",))
     args = ("--task-category", "implementation", "--path", "cli/a.py")
     _, shared = select_json(*args)
     _, mine = select_json(*args, "--user", "ana")
@@ -237,7 +265,8 @@ def test_task_routing_block_errors_name_file_line_and_field(db, tmp_path):
     with pytest.raises(CorpusError) as caught:
         read_corpus(directory)
     issue = caught.value.issues[0]
-    assert issue.file == "tasks.yaml" and "routing.paths" in issue.location and "line 12" in issue.location and issue.field == "paths"
+    assert issue.file == "tasks.yaml" and issue.field == "paths"
+    assert "routing.paths" in issue.location and "line 12" in issue.location
 
 
 def test_trace_page_and_diff_show_completeness_dispositions_and_refusal(rlab, client, django_user_model):

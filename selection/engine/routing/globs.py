@@ -21,9 +21,7 @@ def normalise(text: str, *, what: str = "path") -> str:
     if not text:
         raise RoutePathError(f"{what} {raw!r} is empty")
     if text.startswith("/") or re.match(r"^[A-Za-z]:/", text) or text.startswith("~"):
-        raise RoutePathError(
-            f"{what} {raw!r} is absolute; routing paths are relative to the project root"
-        )
+        raise RoutePathError(f"{what} {raw!r} is absolute; routing paths are relative to the project root")
     segments = [s for s in text.split("/") if s not in ("", ".")]
     if ".." in segments:
         raise RoutePathError(f"{what} {raw!r} contains '..'; routing paths may not leave the project")
@@ -37,9 +35,7 @@ def normalise_pattern(pattern: str) -> str:
     text = normalise(pattern, what="pattern")
     for segment in text.split("/"):
         if "**" in segment and segment != "**":
-            raise RoutePathError(
-                f"pattern {pattern!r}: '**' must be a whole segment (write '**/*.py', not '**.py')"
-            )
+            raise RoutePathError(f"pattern {pattern!r}: '**' must be a whole segment (write '**/*.py', not '**.py')")
     return text
 
 

@@ -98,9 +98,7 @@ def route(
         if category is None:
             invalid = True
             known = ", ".join(c.name for c in policy.task_categories) or "none"
-            problems.append(
-                f'task category "{inputs.task_category}" is not mapped by the frame (known: {known})'
-            )
+            problems.append(f'task category "{inputs.task_category}" is not mapped by the frame (known: {known})')
         elif len(category.work_types) > 1:
             ambiguous = True
             problems.append(
@@ -159,8 +157,7 @@ def route(
     governed = sorted(
         uid
         for uid, u in own.items()
-        if u.root or u.paths or uid in explicit_ids or uid in task_ids or uid in other_task_ids
-        or uid in overlay_ids
+        if u.root or u.paths or uid in explicit_ids or uid in task_ids or uid in other_task_ids or uid in overlay_ids
     )
     area_skipped_for_scope = False
     for uid in governed:
@@ -204,8 +201,7 @@ def route(
     if area_skipped_for_scope:
         incomplete = True
         problems.append(
-            "the project has path-routed areas and the request gave neither a path scope nor an "
-            "explicit area"
+            "the project has path-routed areas and the request gave neither a path scope nor an explicit area"
         )
     for entry in missing:
         dispositions.setdefault(entry.unit, entry)
@@ -261,17 +257,30 @@ def judge_local(
     loaded: list[str] = []
     for u in sorted(local_units, key=lambda u: u.id):
         if u.id in shared:
-            out.append(LocalDisposition(u.id, LocalCode.LOCAL_OVERRIDES_SHARED.value,
-                                        f"reuses the id of shared unit {u.id}"))
+            out.append(
+                LocalDisposition(u.id, LocalCode.LOCAL_OVERRIDES_SHARED.value, f"reuses the id of shared unit {u.id}")
+            )
         elif shared_hit := next((old for old in u.supersedes if old in shared), None):
-            out.append(LocalDisposition(u.id, LocalCode.LOCAL_SUPERSEDES_SHARED.value,
-                                        f"would supersede shared unit {shared_hit}; only shared memory can"))
+            out.append(
+                LocalDisposition(
+                    u.id,
+                    LocalCode.LOCAL_SUPERSEDES_SHARED.value,
+                    f"would supersede shared unit {shared_hit}; only shared memory can",
+                )
+            )
         elif (u.subject, u.facet) in owners and u.subject and u.facet:
             owner = owners[(u.subject, u.facet)]
-            out.append(LocalDisposition(u.id, LocalCode.LOCAL_OVERRIDES_SHARED.value,
-                                        f"claims subject {u.subject} / facet {u.facet}, owned by shared unit {owner}"))
+            out.append(
+                LocalDisposition(
+                    u.id,
+                    LocalCode.LOCAL_OVERRIDES_SHARED.value,
+                    f"claims subject {u.subject} / facet {u.facet}, owned by shared unit {owner}",
+                )
+            )
         else:
-            out.append(LocalDisposition(u.id, LocalCode.LOCAL_ADDED.value, "private context, added after shared memory"))
+            out.append(
+                LocalDisposition(u.id, LocalCode.LOCAL_ADDED.value, "private context, added after shared memory")
+            )
             loaded.append(u.id)
     return tuple(out), loaded
 
@@ -323,13 +332,10 @@ def routing_summary(report: RoutingReport) -> dict:
         "completeness": report.completeness,
         "work_type": report.work_type,
         "dispositions": [
-            {"unit": d.unit, "disposition": d.disposition, "reason": d.reason}
-            for d in report.dispositions
+            {"unit": d.unit, "disposition": d.disposition, "reason": d.reason} for d in report.dispositions
         ],
         "conflicts": [{"code": c.code, "units": list(c.units)} for c in report.conflicts],
-        "budget_omissions": [
-            {"unit": uid, "reason": RouteCode.OMIT_BUDGET.value} for uid in report.budget_omissions
-        ],
+        "budget_omissions": [{"unit": uid, "reason": RouteCode.OMIT_BUDGET.value} for uid in report.budget_omissions],
         "local": [{"unit": d.unit, "outcome": d.outcome, "detail": d.detail} for d in report.local],
         "problems": list(report.problems),
         "refused": report.refused,

@@ -27,10 +27,12 @@ class Command(BaseCommand):
                 self.stderr.write(f"  {issue}")
             raise CommandError(f"nothing was imported from {o['directory']}") from None
         units = result.corpus.units.count()
-        self.stdout.write(self.style.SUCCESS(
-            f"imported {result.corpus.name} (memory version {result.version}): project "
-            f"{o['project']}, {units} units"
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"imported {result.corpus.name} (memory version {result.version}): project "
+                f"{o['project']}, {units} units"
+            )
+        )
         if result.version > 1:
             self.stdout.write(
                 f"diff against version {result.version - 1}: +{len(result.added)} added, "

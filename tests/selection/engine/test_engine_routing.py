@@ -30,8 +30,12 @@ FRAME = replace(ALPHA, routing=POLICY)
 def routed_units():
     return mini_units() + [
         mk("a-root", "Root constraint: all migrations must remain deterministic.", "rule", root=True),
-        mk("a-storage", "Storage area: notes persist as human-readable local JSON.", "decision",
-           paths=("cli/**/*.py", "storage/*")),
+        mk(
+            "a-storage",
+            "Storage area: notes persist as human-readable local JSON.",
+            "decision",
+            paths=("cli/**/*.py", "storage/*"),
+        ),
         mk("a-web", "Web area: the frontend never stores tokens.", "rule", paths=("web/*",)),
         mk("a-output", "Output rule: answers lead with the diff.", "rule"),
         mk("a-plan", "Planning rule: plans list their risks first.", "rule"),
@@ -187,17 +191,13 @@ def owners():
 
 def test_two_owners_of_one_subject_and_facet_conflict_and_strict_exits_2():
     report = run_route(owners(), task_category="implementation", paths=("cli/a.py",))
-    assert [(c.code, c.units) for c in report.conflicts] == [
-        ("SUBJECT_FACET_CONFLICT", ("a-json", "a-sqlite2"))
-    ]
+    assert [(c.code, c.units) for c in report.conflicts] == [("SUBJECT_FACET_CONFLICT", ("a-json", "a-sqlite2"))]
     status, why = strict_refusal(report)
     assert status == 2 and "a person must decide" in why
 
 
 def test_supersession_between_owners_resolves_the_conflict():
-    units = [
-        replace(u, supersedes=("a-json",)) if u.id == "a-sqlite2" else u for u in owners()
-    ]
+    units = [replace(u, supersedes=("a-json",)) if u.id == "a-sqlite2" else u for u in owners()]
     assert structural_conflicts(units) == ()
     assert run_route(units, task_category="implementation", paths=("a.py",)).conflicts == ()
 
