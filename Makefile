@@ -49,7 +49,7 @@ test-engine: $(STAMP) ## run the engine tests alone (no database, seconds)
 	$(VENV)/bin/pytest tests/selection/engine -p no:django
 
 lint: $(STAMP) ## ruff over the project
-	$(VENV)/bin/ruff check governance selection backtest tests
+	$(VENV)/bin/ruff check authority governance selection backtest tests
 
 evaluate: $(STAMP) ## run the C0..C6 + oracle ladder on the fixture corpus
 	$(PY) manage.py evaluate context-lab

@@ -19,8 +19,8 @@ class BacktestStatus(models.TextChoices):
 
 class Backtest(models.Model):
     proposal = models.ForeignKey("governance.Proposal", on_delete=models.PROTECT, related_name="backtests")
-    baseline_version = models.ForeignKey("governance.FrameVersion", on_delete=models.PROTECT, related_name="+")
-    candidate_version = models.ForeignKey("governance.FrameVersion", on_delete=models.PROTECT, related_name="+")
+    baseline_version = models.ForeignKey("authority.FrameVersion", on_delete=models.PROTECT, related_name="+")
+    candidate_version = models.ForeignKey("authority.FrameVersion", on_delete=models.PROTECT, related_name="+")
     condition = models.CharField(max_length=8, default="C6")
     task_ids = models.JSONField(help_text="Task primary keys replayed, in order")
     task_set_digest = models.CharField(max_length=64)
@@ -79,7 +79,7 @@ class Approval(models.Model):
     """A reviewer's verdict on one exact backtest: proposal version, task set, engine version."""
 
     backtest = models.OneToOneField(Backtest, on_delete=models.PROTECT, related_name="approval")
-    frame_version = models.ForeignKey("governance.FrameVersion", on_delete=models.PROTECT, related_name="+")
+    frame_version = models.ForeignKey("authority.FrameVersion", on_delete=models.PROTECT, related_name="+")
     task_set_digest = models.CharField(max_length=64)
     engine_version = models.CharField(max_length=100)
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

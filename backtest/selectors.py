@@ -1,15 +1,181 @@
-"""Reads for the backtest pages: progress counts, per-task rows and the chart, in fixed queries."""
+"""Reads for the backtest pages (progress counts, per-task rows, the chart, in fixed queries) and
+the evidence governance asks of a proposal's backtests (governance.evidence)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
+from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
-from governance.selectors import backtest_approval, backtest_decision
+from authority.selectors import current_frame_version
+from governance.evidence import Evidence
+from governance.models import Proposal, ProposalState
+from selection.engine.explain import LossFunnel
+from selection.engine.pipeline import ENGINE_VERSION
+from selection.models import Project
+from selection.selectors import grouped_funnels
 
 from . import gates as gate_rules
-from .models import Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+from .models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+from .taskset import task_set_digest
+
+# --- a proposal's backtests and their review ------------------------------------------------
+
+
+def proposal_backtests(*, proposal: Proposal) -> list[Backtest]:
+    """Newest first, with decision, approval and reviewer joined (one query)."""
+    return list(
+        Backtest.objects.filter(proposal=proposal)
+        .select_related(
+            "decision",
+            "approval",
+            "approval__reviewer",
+            "requested_by",
+            "candidate_version",
+            "baseline_version",
+        )
+        .order_by("-created_at", "-id")
+    )
+
+
+def latest_backtest(*, proposal: Proposal) -> Backtest | None:
+    return (
+        Backtest.objects.filter(proposal=proposal)
+        .select_related("decision", "approval", "candidate_version", "baseline_version")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def _related(obj, name: str):
+    try:
+        return getattr(obj, name)
+    except ObjectDoesNotExist:
+        return None
+
+
+def backtest_decision(backtest: Backtest) -> BacktestDecision | None:
+    return _related(backtest, "decision")
+
+
+def backtest_approval(backtest: Backtest) -> Approval | None:
+    return _related(backtest, "approval")
+
+
+def current_engine_version() -> str:
+    """The engine version replays run under now; an approval is bound to the one it saw."""
+    return str(ENGINE_VERSION)
+
+
+def current_task_set_digest(*, project: Project) -> str:
+    """The digest of the project's task set now (see backtest.taskset)."""
+    return task_set_digest(project=project)
+
+
+def review_blockers(*, backtest: Backtest) -> list[str]:
+    """Why `backtest` may not be reviewed now; empty when it may."""
+    if backtest.status != BacktestStatus.FINISHED:
+        return [f"backtest #{backtest.pk} is {backtest.status}, not finished"]
+    if backtest_decision(backtest) is None:
+        return [f"backtest #{backtest.pk} has no decision yet"]
+    if backtest_approval(backtest) is not None:
+        return [f"backtest #{backtest.pk} is already reviewed"]
+    if backtest.proposal.state == ProposalState.PROMOTED:
+        return ["the proposal is already promoted"]
+    latest = latest_backtest(proposal=backtest.proposal)
+    if latest is not None and latest.pk != backtest.pk:
+        return [f"backtest #{backtest.pk} is not the proposal's latest (#{latest.pk} is)"]
+    return []
+
+
+def _evidence_state(backtest: Backtest | None) -> str:
+    if backtest is None or backtest.status == BacktestStatus.ERROR:
+        # an errored run judged nothing: the proposal waits for another backtest
+        return ProposalState.PROPOSED
+    if backtest.status != BacktestStatus.FINISHED:
+        return ProposalState.BACKTESTING
+    decision = backtest_decision(backtest)
+    if decision is None:
+        return ProposalState.BACKTESTING
+    approval = backtest_approval(backtest)
+    if approval is not None:
+        return ProposalState.APPROVED if approval.verdict == ApprovalVerdict.APPROVE else ProposalState.REJECTED
+    return ProposalState.PASSED if decision.passed else ProposalState.FAILED
+
+
+def _promotion_blockers(proposal: Proposal, backtest: Backtest | None) -> list[str]:
+    """What the proposal's LATEST backtest still lacks for a promotion: to have passed and to
+    carry an approving review still bound to what runs now (the same candidate frame version,
+    the same task set, the current engine version)."""
+    if backtest is None:
+        return ["no backtest has run for it yet"]
+    blockers: list[str] = []
+    label = f"the latest backtest (#{backtest.pk})"
+    if backtest.status != BacktestStatus.FINISHED:
+        return [f"{label} is {backtest.status}, not finished"]
+    decision = backtest_decision(backtest)
+    if decision is None:
+        return [f"{label} has no decision"]
+    if not decision.passed:
+        blockers.append(f"{label} failed its gates")
+    if backtest.candidate_version_id != proposal.frame_version_id:
+        blockers.append(f"{label} replayed v{backtest.candidate_version.number}, not this proposal's version")
+    current = current_frame_version(project=proposal.project)
+    if current is not None and backtest.baseline_version_id != current.id:
+        blockers.append(
+            f"{label} compared against v{backtest.baseline_version.number}, but v{current.number} is current"
+        )
+    approval = backtest_approval(backtest)
+    if approval is None:
+        return blockers + [f"{label} has not been reviewed"]
+    if approval.verdict != ApprovalVerdict.APPROVE:
+        return blockers + [f"a reviewer rejected {label}"]
+    if approval.frame_version_id != proposal.frame_version_id:
+        blockers.append("the approval is bound to another frame version")
+    if approval.task_set_digest != backtest.task_set_digest:
+        blockers.append("the approval is bound to another task set than the backtest replayed")
+    engine = current_engine_version()
+    if approval.engine_version != engine:
+        blockers.append(
+            f"it was approved under engine {approval.engine_version}, but the engine is {engine} now: "
+            "run a new backtest"
+        )
+    if current_task_set_digest(project=proposal.project) != approval.task_set_digest:
+        blockers.append("the project's task set changed since the approved backtest: run a new backtest")
+    return blockers
+
+
+class BacktestEvidence:
+    """governance.evidence's source: registered by BacktestConfig.ready."""
+
+    def evidence(self, proposal: Proposal) -> Evidence:
+        backtest = latest_backtest(proposal=proposal)
+        return Evidence(
+            state=_evidence_state(backtest), blockers=tuple(_promotion_blockers(proposal, backtest))
+        )
+
+    def with_latest_status(self, proposals: QuerySet) -> QuerySet:
+        latest = Backtest.objects.filter(proposal=OuterRef("pk")).order_by("-created_at", "-id")
+        return proposals.annotate(latest_backtest_status=Subquery(latest.values("status")[:1]))
+
+
+EVIDENCE = BacktestEvidence()
+
+
+def backtest_funnels(backtest: Backtest) -> dict[str, LossFunnel]:
+    """Side (baseline, candidate) -> the loss funnel summed over the backtest's task replays."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for side, trace_id in (
+        TaskReplay.objects.filter(backtest=backtest).order_by("side", "task_id").values_list("side", "trace_id")
+    ):
+        groups[side].append(trace_id)
+    return grouped_funnels({side: groups.get(side, []) for side in ("baseline", "candidate")})
+
+
+# --- the backtest pages ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

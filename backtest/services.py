@@ -7,33 +7,35 @@ replay that loses a race rolls back its trace with its row.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
+from celery import chord, group, signature
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from governance import access
+from authority import access
+from authority.audit import audit_record
+from authority.selectors import current_frame_version
 from governance.models import Proposal, ProposalState
-from governance.selectors import current_frame_version
-from governance.services import GovernanceError, audit_record, proposal_sync_state
+from governance.services import GovernanceError, proposal_sync_state
 from selection import store
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import score_bundle
-from selection.engine.pipeline import ENGINE_VERSION, select
-from selection.engine.types import ProjectFrame, SelectionRequest, SelectionResult, WorkFrame
+from selection.engine.pipeline import ENGINE_VERSION
+from selection.engine.types import ProjectFrame, SelectionResult, WorkFrame
 from selection.models import Project, Task
 from selection.scoring import ledgers_for_tasks
-from selection.services import embed_query, trace_write
+from selection.services import SelectionInputs, selection_run, trace_write
 
 from . import gates as gate_rules
-from .models import Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+from . import selectors
+from .models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+from .taskset import project_tasks, tasks_digest
 
 logger = logging.getLogger(__name__)
 
@@ -49,40 +51,8 @@ class BacktestError(RuntimeError):
     """A backtest that cannot go on: an unknown task or side, missing replays at the end."""
 
 
-# --- the task set ----------------------------------------------------------------------------
-
-
-def _project_tasks(project: Project) -> list[dict]:
-    return list(
-        Task.objects.filter(project=project)
-        .order_by("position", "id")
-        .values("id", "uid", "query", "budget_tokens", "standpoint", "frame")
-    )
-
-
-def _digest(tasks: list[dict]) -> str:
-    ledgers = ledgers_for_tasks([t["id"] for t in tasks])
-    doc = [
-        {
-            "id": t["uid"],
-            "query": t["query"],
-            "budget_tokens": t["budget_tokens"],
-            "standpoint": t["standpoint"].isoformat() if t["standpoint"] else None,
-            "frame": t["frame"],
-            "ledger": sorted(ledgers[t["id"]].items()),
-        }
-        for t in tasks
-    ]
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def backtest_task_set_digest(*, project: Project) -> str:
-    """sha256 of the project's tasks (ids, queries, budgets, frames) and their ledgers, in order.
-
-    An approval binds to it: when a task or a ledger changes, governance asks for a new backtest.
-    """
-    return _digest(_project_tasks(project))
+class ReviewRefused(GovernanceError):
+    """A review that cannot be recorded: the backtest is not finished, already reviewed, ..."""
 
 
 def _gates_of(snapshot: dict) -> dict:
@@ -113,7 +83,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
         baseline = current_frame_version(project=project)
         if baseline is None:
             raise BacktestRefused(f"{project.slug} has no promoted frame version to compare with")
-        tasks = _project_tasks(project)
+        tasks = project_tasks(project)
         if not tasks:
             raise BacktestRefused(f"{project.slug} has no task to replay")
         candidate = proposal.frame_version
@@ -123,7 +93,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
             candidate_version=candidate,
             condition=CONDITION,
             task_ids=[t["id"] for t in tasks],
-            task_set_digest=_digest(tasks),
+            task_set_digest=tasks_digest(tasks),
             engine_version=ENGINE_VERSION,
             gates=_gates_of(baseline.snapshot),
             requested_by=requested_by,
@@ -155,9 +125,29 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
     return backtest
 
 
-def _launch(backtest_id: int) -> None:
-    from .tasks import launch_chord
+REPLAY_TASK = "backtest.replay_task"
+FINISH_TASK = "backtest.finish_backtest"
+FAIL_TASK = "backtest.fail_backtest"
 
+
+def launch_chord(backtest_id: int):
+    """Send one replay per task and side, baseline and candidate interleaved, then the judge.
+
+    Tasks are named, not imported: backtest.tasks calls this module, never the reverse.
+    """
+    task_ids = Backtest.objects.values_list("task_ids", flat=True).get(pk=backtest_id)
+    replays = group(
+        signature(REPLAY_TASK, args=(backtest_id, task_id, side), immutable=True)
+        for task_id in task_ids
+        for side in ReplaySide.values
+    )
+    callback = signature(FINISH_TASK, args=(backtest_id,)).on_error(
+        signature(FAIL_TASK, args=(backtest_id,), immutable=True)
+    )
+    return chord(replays)(callback)
+
+
+def _launch(backtest_id: int) -> None:
     try:
         launch_chord(backtest_id)
     except Exception as error:  # the broker is down or refused: say so on the backtest
@@ -204,23 +194,18 @@ def _maps(corpus_id: int, index: CorpusIndex) -> tuple[dict, dict]:
 
 
 def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple[SelectionResult, CorpusIndex]:
-    # selection.services.run_selection, minus its per-call frame lookup: the frame comes cached
     task = context.task
     index = store.corpus_index(task.corpus_id)
-    dense = index.dense is not None
-    objective = context.work_frame.objective
-    request = SelectionRequest(
+    inputs = SelectionInputs(
         project_frame=frame,
         work_frame=context.work_frame,
         query=task.query,
         budget_tokens=task.budget_tokens,
         condition=condition,
         standpoint=task.standpoint,
-        query_vector=embed_query(task.query) if dense else None,
-        objective_vector=embed_query(objective) if dense and objective else None,
         routing=store.routing_inputs_for_task(task),
     )
-    return select(request, index), index
+    return selection_run(inputs, index), index
 
 
 def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
@@ -363,3 +348,64 @@ def backtest_fail(*, backtest_id: int, error: str) -> Backtest:
         )
         proposal_sync_state(proposal=proposal)
     return backtest
+
+
+# --- reviews -------------------------------------------------------------------------------------
+
+
+def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str = "") -> Approval:
+    """A reviewer's verdict, bound to this exact backtest: candidate version, task set, engine."""
+    project = backtest.proposal.project
+    access.access_review(reviewer, project)
+    if verdict not in ApprovalVerdict.values:
+        raise ReviewRefused(f'verdict "{verdict}" is not one of: {", ".join(ApprovalVerdict.values)}')
+    comment = (comment or "").strip()
+    if verdict == ApprovalVerdict.REJECT and not comment:
+        raise ReviewRefused("a rejection needs a comment saying why")
+    with transaction.atomic():
+        Project.objects.select_for_update().get(pk=project.pk)
+        backtest = Backtest.objects.select_related("proposal", "proposal__project").get(pk=backtest.pk)
+        blockers = selectors.review_blockers(backtest=backtest)
+        decision = selectors.backtest_decision(backtest)
+        if not blockers and verdict == ApprovalVerdict.APPROVE and not decision.passed:
+            blockers = [f"backtest #{backtest.pk} failed its gates: it can be rejected, not approved"]
+        if blockers:
+            raise ReviewRefused("; ".join(blockers))
+        approval = Approval.objects.create(
+            backtest=backtest,
+            frame_version_id=backtest.candidate_version_id,
+            task_set_digest=backtest.task_set_digest,
+            engine_version=backtest.engine_version,
+            reviewer=reviewer,
+            verdict=verdict,
+            comment=comment,
+        )
+        proposal = backtest.proposal
+        proposal_sync_state(proposal=proposal)
+        audit_record(
+            actor=reviewer,
+            project=project,
+            action=f"backtest.{'approved' if verdict == ApprovalVerdict.APPROVE else 'rejected'}",
+            obj=approval,
+            summary=f"{verdict} backtest #{backtest.pk} of proposal #{proposal.pk}",
+            payload={
+                "proposal": proposal.pk,
+                "backtest": backtest.pk,
+                "frame_version": backtest.candidate_version.number,
+                "task_set_digest": backtest.task_set_digest,
+                "engine_version": backtest.engine_version,
+                "comment": comment,
+            },
+        )
+    return approval
+
+
+# --- governance's hooks ------------------------------------------------------------------------
+
+
+def on_proposal_submitted(sender, *, proposal: Proposal, requested_by, **kwargs) -> None:
+    """governance.signals.proposal_submitted: start the proposal's backtest once it commits.
+
+    robust: the proposal is committed whatever the queue does; a failed enqueue is logged.
+    """
+    transaction.on_commit(lambda: backtest_enqueue(proposal=proposal, requested_by=requested_by), robust=True)

@@ -6,18 +6,17 @@ are idempotent (services.replay_one), so a redelivery (acks_late) writes nothing
 
 from __future__ import annotations
 
-from celery import chord, group, shared_task
+from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from . import services
 from .gates import GateSpecError
-from .models import Backtest, ReplaySide
 
 RETRIED = (OperationalError, InterfaceError)
 
 
 @shared_task(
-    name="backtest.replay_task",
+    name=services.REPLAY_TASK,
     autoretry_for=RETRIED,
     retry_backoff=0.5,
     retry_backoff_max=10,
@@ -29,7 +28,7 @@ def replay_task(backtest_id: int, task_id: int, side: str) -> int:
 
 
 @shared_task(
-    name="backtest.finish_backtest",
+    name=services.FINISH_TASK,
     autoretry_for=RETRIED,
     retry_backoff=0.5,
     max_retries=5,
@@ -43,15 +42,7 @@ def finish_backtest(results, backtest_id: int) -> bool | None:
         return None
 
 
-@shared_task(name="backtest.fail_backtest", autoretry_for=RETRIED, max_retries=5, acks_late=True)
+@shared_task(name=services.FAIL_TASK, autoretry_for=RETRIED, max_retries=5, acks_late=True)
 def fail_backtest(backtest_id: int) -> None:
     """The chord's errback: a replay failed for good, so the backtest cannot be judged."""
     services.backtest_fail(backtest_id=backtest_id, error="a task replay failed after its retries")
-
-
-def launch_chord(backtest_id: int):
-    """Send one replay per task and side, baseline and candidate interleaved, then the judge."""
-    task_ids = Backtest.objects.values_list("task_ids", flat=True).get(pk=backtest_id)
-    replays = group(replay_task.si(backtest_id, task_id, side) for task_id in task_ids for side in ReplaySide.values)
-    callback = finish_backtest.s(backtest_id).on_error(fail_backtest.si(backtest_id))
-    return chord(replays)(callback)

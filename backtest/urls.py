@@ -3,6 +3,8 @@ from django.urls import path
 from . import views
 
 urlpatterns = [
+    path("proposals/<int:pk>/", views.proposal_detail, name="proposal-detail"),
+    path("proposals/<int:pk>/review/", views.proposal_review, name="proposal-review"),
     path("backtests/<int:pk>/", views.backtest_detail, name="backtest-detail"),
     path("backtests/<int:pk>/live/", views.backtest_live, name="backtest-live"),
 ]

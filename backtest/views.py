@@ -1,20 +1,27 @@
-"""Backtest pages: the detail page and its live fragment, polled by htmx while replays run.
+"""Backtest pages: the detail page and its live fragment, polled by htmx while replays run, and
+the proposal page, which shows a proposal's backtests and takes the reviewer's verdict.
 
-Views parse, check access_read, call selectors, render; the review form posts to governance's
-proposal-review view, so a verdict goes through the one backtest_review service.
+Views parse, check access_read, call selectors or one service, render; a verdict goes through the
+one backtest_review service, which checks the reviewer role itself.
 """
 
 from __future__ import annotations
 
+import json
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
 
-from governance import access
-from governance.forms import ReviewForm
-from governance.selectors import review_blockers
+from authority import access
+from governance import frames
+from governance import selectors as governance_selectors
 
-from . import selectors
+from . import selectors, services
+from .forms import ReviewForm
+from .models import Backtest
 
 
 def _url(name: str, *args) -> str | None:
@@ -49,7 +56,7 @@ def _context(request, pk: int) -> dict:
     decision, approval = selectors.backtest_outcome(backtest)
     metrics = selectors.page_metrics(backtest)
     progress = selectors.backtest_progress(backtest=backtest)
-    blockers = review_blockers(backtest=backtest) if decision is not None else []
+    blockers = selectors.review_blockers(backtest=backtest) if decision is not None else []
     return {
         "backtest": backtest,
         "proposal": proposal,
@@ -75,3 +82,77 @@ def backtest_detail(request, pk: int):
 def backtest_live(request, pk: int):
     """The part of the page that changes while the backtest runs (progress, then the decision)."""
     return render(request, "backtest/_live.html", _context(request, pk))
+
+
+def _backtest_url(backtest: Backtest) -> str:
+    return reverse("backtest-detail", args=[backtest.pk])
+
+
+@login_required
+def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, status: int = 200):
+    proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    project = proposal.project
+    caps = access.access_read(request.user, project)
+    backtests = selectors.proposal_backtests(proposal=proposal)
+    latest = backtests[0] if backtests else None
+    review_blockers = (
+        selectors.review_blockers(backtest=latest) if latest else ["no backtest has run yet"]
+    )
+    return render(
+        request,
+        "governance/proposal_detail.html",
+        {
+            "project": project,
+            "proposal": proposal,
+            "patch_json": json.dumps(proposal.patch, indent=2, sort_keys=True),
+            "diff": [
+                r
+                for r in frames.diff_frames(
+                    proposal.base_version.snapshot, proposal.frame_version.snapshot
+                )
+                if r.changed
+            ],
+            "backtests": [
+                (
+                    b,
+                    selectors.backtest_decision(b),
+                    selectors.backtest_approval(b),
+                    _backtest_url(b),
+                )
+                for b in backtests
+            ],
+            "latest": latest,
+            "review_blockers": review_blockers,
+            "review_form": review_form
+            or ReviewForm(initial={"backtest": latest.pk if latest else None}),
+            "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal),
+            "caps": caps,
+        },
+        status=status,
+    )
+
+
+@login_required
+@require_POST
+def proposal_review(request, pk: int):
+    proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    form = ReviewForm(request.POST)
+    if not form.is_valid():
+        return proposal_detail(request, pk, review_form=form, status=400)
+    backtest = get_object_or_404(
+        Backtest.objects.select_related("proposal__project"),
+        pk=form.cleaned_data["backtest"],
+        proposal=proposal,
+    )
+    try:
+        services.backtest_review(
+            backtest=backtest,
+            reviewer=request.user,
+            verdict=form.cleaned_data["verdict"],
+            comment=form.cleaned_data["comment"],
+        )
+    except services.ReviewRefused as error:
+        form.add_error(None, str(error))
+        return proposal_detail(request, pk, review_form=form, status=400)
+    messages.success(request, f"Backtest #{backtest.pk}: {form.cleaned_data['verdict']} recorded.")
+    return redirect("proposal-detail", pk=pk)

@@ -12,7 +12,6 @@ from typing import Any
 
 from django import forms
 
-from backtest.models import ApprovalVerdict
 from selection.corpus.places import IDENTIFIER
 
 from .frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch
@@ -272,12 +271,6 @@ class ProposeForm(forms.Form):
                     return f"limit_{row}_{path[3]}"
                 return f"limit_{row}_metric"
         return "raw_patch" if self.cleaned_data.get("raw_patch") else None
-
-
-class ReviewForm(forms.Form):
-    backtest = forms.IntegerField(widget=forms.HiddenInput)
-    verdict = forms.ChoiceField(choices=ApprovalVerdict.choices, widget=forms.RadioSelect)
-    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
 
 
 class AuditFilterForm(forms.Form):

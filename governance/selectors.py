@@ -9,11 +9,13 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
-from backtest.models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus
+from authority import access
+from authority.models import AuditEntry, FrameVersion, Promotion
+from authority.selectors import current_frame_version
 from selection.models import MemoryUnit, Project
 
-from . import access
-from .models import AuditEntry, FrameVersion, Promotion, Proposal, ProposalState
+from .evidence import evidence_for, with_latest_backtest_status
+from .models import Proposal, ProposalState
 
 
 @dataclass(frozen=True)
@@ -23,16 +25,6 @@ class ProjectRow:
     current_version: int | None
     unit_count: int
     task_count: int
-
-
-def current_frame_version(*, project: Project) -> FrameVersion | None:
-    promotion = (
-        Promotion.objects.filter(project=project)
-        .select_related("frame_version")
-        .order_by("-sequence")
-        .first()
-    )
-    return promotion.frame_version if promotion else None
 
 
 def project_overview(*, user=None) -> list[ProjectRow]:
@@ -50,33 +42,6 @@ def project_overview(*, user=None) -> list[ProjectRow]:
         ProjectRow(p, p.corpus.name, p.current_version, p.unit_count, p.task_count)
         for p in projects
     ]
-
-
-# --- engine and backtest bindings -------------------------------------------------------------
-
-
-def current_engine_version() -> str | None:
-    """selection.engine.ENGINE_VERSION when the engine declares one, else None (check skipped)."""
-    try:
-        from selection.engine import ENGINE_VERSION  # type: ignore[attr-defined]
-    except ImportError as error:
-        # TODO: drop this fallback once every engine declares ENGINE_VERSION; until then promotion
-        # skips the engine binding. A broken import inside the engine is a bug and surfaces.
-        if error.name not in ("selection.engine",):
-            raise
-        return None
-    return str(ENGINE_VERSION)
-
-
-def current_task_set_digest(*, project: Project) -> str | None:
-    """The digest of the project's task set now, if the backtest app can compute it, else None."""
-    try:
-        from backtest.services import backtest_task_set_digest  # type: ignore[attr-defined]
-    except ImportError as error:
-        if error.name not in ("backtest.services", "backtest"):
-            raise
-        return None
-    return backtest_task_set_digest(project=project)
 
 
 # --- projects and frame versions --------------------------------------------------------------
@@ -198,11 +163,9 @@ def frame_version(*, project: Project, number: int) -> FrameVersion:
 
 def proposal_rows(*, project: Project) -> QuerySet[Proposal]:
     """A project's proposals, newest first, each with its latest backtest's status (one query)."""
-    latest = Backtest.objects.filter(proposal=OuterRef("pk")).order_by("-created_at", "-id")
-    return (
+    return with_latest_backtest_status(
         Proposal.objects.filter(project=project)
         .select_related("author", "frame_version", "base_version")
-        .annotate(latest_backtest_status=Subquery(latest.values("status")[:1]))
         .order_by("-created_at", "-id")
     )
 
@@ -216,53 +179,12 @@ def proposal_by_id(*, proposal_id: int) -> Proposal:
     )
 
 
-def proposal_backtests(*, proposal: Proposal) -> list[Backtest]:
-    """Newest first, with decision, approval and reviewer joined (one query)."""
-    return list(
-        Backtest.objects.filter(proposal=proposal)
-        .select_related(
-            "decision",
-            "approval",
-            "approval__reviewer",
-            "requested_by",
-            "candidate_version",
-            "baseline_version",
-        )
-        .order_by("-created_at", "-id")
-    )
-
-
-def latest_backtest(*, proposal: Proposal) -> Backtest | None:
-    return (
-        Backtest.objects.filter(proposal=proposal)
-        .select_related("decision", "approval", "candidate_version", "baseline_version")
-        .order_by("-created_at", "-id")
-        .first()
-    )
-
-
-def _related(obj, name: str):
-    try:
-        return getattr(obj, name)
-    except ObjectDoesNotExist:
-        return None
-
-
-def backtest_decision(backtest: Backtest) -> BacktestDecision | None:
-    return _related(backtest, "decision")
-
-
-def backtest_approval(backtest: Backtest) -> Approval | None:
-    return _related(backtest, "approval")
-
-
 def promotion_blockers(*, proposal: Proposal) -> list[str]:
     """Why `proposal` may not be promoted now; empty when it may.
 
-    Promotion needs the proposal's LATEST backtest to have passed and to carry an approving
-    review still bound to what runs now: the same candidate frame version, the same task set and
-    the current engine version. The base version must still be current, or promoting would
-    silently undo whatever was promoted since (a rollback is a new proposal).
+    The base version must still be current, or promoting would silently undo whatever was
+    promoted since (a rollback is a new proposal); the rest — a passed and approved latest
+    backtest still bound to what runs now — is the evidence the backtest app supplies.
     """
     if proposal.state == ProposalState.PROMOTED:
         return ["this proposal is already promoted"]
@@ -274,86 +196,14 @@ def promotion_blockers(*, proposal: Proposal) -> list[str]:
             f"it was written over v{proposal.base_version.number}, but {now} is current now: "
             "submit the change again over the current version"
         )
-    backtest = latest_backtest(proposal=proposal)
-    if backtest is None:
-        return blockers + ["no backtest has run for it yet"]
-    label = f"the latest backtest (#{backtest.pk})"
-    if backtest.status != BacktestStatus.FINISHED:
-        return blockers + [f"{label} is {backtest.status}, not finished"]
-    decision = backtest_decision(backtest)
-    if decision is None:
-        return blockers + [f"{label} has no decision"]
-    if not decision.passed:
-        blockers.append(f"{label} failed its gates")
-    if backtest.candidate_version_id != proposal.frame_version_id:
-        blockers.append(
-            f"{label} replayed v{backtest.candidate_version.number}, not this proposal's version"
-        )
-    if current is not None and backtest.baseline_version_id != current.id:
-        blockers.append(
-            f"{label} compared against v{backtest.baseline_version.number}, "
-            f"but v{current.number} is current"
-        )
-    approval = backtest_approval(backtest)
-    if approval is None:
-        return blockers + [f"{label} has not been reviewed"]
-    if approval.verdict != ApprovalVerdict.APPROVE:
-        return blockers + [f"a reviewer rejected {label}"]
-    if approval.frame_version_id != proposal.frame_version_id:
-        blockers.append("the approval is bound to another frame version")
-    if approval.task_set_digest != backtest.task_set_digest:
-        blockers.append("the approval is bound to another task set than the backtest replayed")
-    engine = current_engine_version()
-    if engine is not None and approval.engine_version != engine:
-        blockers.append(
-            f"it was approved under engine {approval.engine_version}, "
-            f"but the engine is {engine} now: run a new backtest"
-        )
-    digest = current_task_set_digest(project=proposal.project)
-    if digest is not None and digest != approval.task_set_digest:
-        blockers.append(
-            "the project's task set changed since the approved backtest: run a new backtest"
-        )
-    return blockers
-
-
-def review_blockers(*, backtest: Backtest) -> list[str]:
-    """Why `backtest` may not be reviewed now; empty when it may."""
-    if backtest.status != BacktestStatus.FINISHED:
-        return [f"backtest #{backtest.pk} is {backtest.status}, not finished"]
-    if backtest_decision(backtest) is None:
-        return [f"backtest #{backtest.pk} has no decision yet"]
-    if backtest_approval(backtest) is not None:
-        return [f"backtest #{backtest.pk} is already reviewed"]
-    if backtest.proposal.state == ProposalState.PROMOTED:
-        return ["the proposal is already promoted"]
-    latest = latest_backtest(proposal=backtest.proposal)
-    if latest is not None and latest.pk != backtest.pk:
-        return [f"backtest #{backtest.pk} is not the proposal's latest (#{latest.pk} is)"]
-    return []
+    return blockers + list(evidence_for(proposal).blockers)
 
 
 def derived_proposal_state(*, proposal: Proposal) -> str:
-    """The state the append-only rows imply: promotion, else latest backtest and its review."""
+    """The state the append-only rows imply: promoted, else what its latest backtest says."""
     if Promotion.objects.filter(frame_version_id=proposal.frame_version_id).exists():
         return ProposalState.PROMOTED
-    backtest = latest_backtest(proposal=proposal)
-    if backtest is None or backtest.status == BacktestStatus.ERROR:
-        # an errored run judged nothing: the proposal waits for another backtest
-        return ProposalState.PROPOSED
-    if backtest.status != BacktestStatus.FINISHED:
-        return ProposalState.BACKTESTING
-    decision = backtest_decision(backtest)
-    if decision is None:
-        return ProposalState.BACKTESTING
-    approval = backtest_approval(backtest)
-    if approval is not None:
-        return (
-            ProposalState.APPROVED
-            if approval.verdict == ApprovalVerdict.APPROVE
-            else ProposalState.REJECTED
-        )
-    return ProposalState.PASSED if decision.passed else ProposalState.FAILED
+    return evidence_for(proposal).state
 
 
 # --- audit log ---------------------------------------------------------------------------------
@@ -372,7 +222,7 @@ def audit_entries(*, user, filters: AuditFilters) -> QuerySet[AuditEntry]:
     """The entries `user` may read (see access.readable_projects), filtered, newest first."""
     entries = AuditEntry.objects.select_related("actor", "project").order_by("-at", "-id")
     if not user.is_superuser:
-        visible = Q(project__in=access.readable_projects(user).values("pk"))
+        visible = Q(project__in=access.readable_projects(user, Project.objects.all()).values("pk"))
         if access.reads_unscoped_audit(user):
             visible |= Q(project__isnull=True)
         entries = entries.filter(visible)

@@ -1,4 +1,5 @@
-"""Governance writes: each checks its role in access.py, and audits in the same transaction.
+"""Governance writes: proposals and promotions; each checks its role in authority.access and
+audits in the same transaction.
 
 The dashboard, the CLI and the API all call these functions, so they behave identically.
 """
@@ -9,14 +10,19 @@ import logging
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 
-from backtest.models import Approval, ApprovalVerdict, Backtest
+from authority import access
+from authority.audit import audit_record
+from authority.models import FrameVersion, Promotion
+from authority.selectors import current_frame_version
+from authority.services import frame_version_create, promotion_create
+from selection.corpus.frames import merge_patch
 from selection.models import Project
 
-from . import access, frames, selectors
+from . import frames, selectors
 from .frames import FrameIssue
-from .models import AuditEntry, FrameVersion, Promotion, Proposal, ProposalState
+from .models import Proposal, ProposalState
+from .signals import proposal_submitted
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +41,6 @@ class ProposalInvalid(GovernanceError):
         super().__init__("; ".join(str(issue) for issue in self.issues))
 
 
-class ReviewRefused(GovernanceError):
-    pass
-
-
 class PromotionRefused(GovernanceError):
     def __init__(self, reasons: list[str]):
         self.reasons = list(reasons)
@@ -47,35 +49,6 @@ class PromotionRefused(GovernanceError):
 
 class PromotionConflict(PromotionRefused):
     """Another promotion of the same project committed first; nothing was written."""
-
-
-# --- audit ---------------------------------------------------------------------------------------
-
-
-def audit_record(
-    *,
-    actor,
-    project: Project | None,
-    action: str,
-    obj: Any,
-    summary: str = "",
-    payload: dict | None = None,
-) -> AuditEntry:
-    """Append one audit row; call it inside the transaction of the write it records."""
-    if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError(
-            "audit_record must run inside the transaction.atomic of the write it records"
-        )
-    return AuditEntry.objects.create(
-        actor=actor if getattr(actor, "pk", None) else None,
-        actor_label=getattr(actor, "username", None) or "system",
-        project=project,
-        action=action,
-        object_type=type(obj)._meta.model_name,
-        object_id=str(obj.pk),
-        summary=summary,
-        payload=payload or {},
-    )
 
 
 # --- proposals -----------------------------------------------------------------------------------
@@ -95,7 +68,8 @@ def proposal_submit(
 
     Raises AccessDenied without the lead role, ProposalInvalid (issues naming each field) when the
     patch or the frame it produces is malformed. A class no unit in scope carries is a warning kept
-    on the proposal. After commit, `backtest.services.backtest_enqueue` starts its backtest.
+    on the proposal. The `proposal_submitted` signal is sent in the same transaction (the backtest
+    app starts the proposal's backtest when it commits).
     `expected_base`: the version the author edited; refused if another was promoted since.
     """
     access.access_propose(author, project)
@@ -105,7 +79,7 @@ def proposal_submit(
     with transaction.atomic():
         # one writer per project at a time: version numbers and the base cannot move under us
         Project.objects.select_for_update().get(pk=project.pk)
-        base = selectors.current_frame_version(project=project)
+        base = current_frame_version(project=project)
         if base is None:
             raise ProposalInvalid(
                 [FrameIssue((), f"{project.slug} has no promoted frame version to patch")]
@@ -133,18 +107,8 @@ def proposal_submit(
         warnings = frames.unknown_class_warnings(
             frame, carried=selectors.carried_classes(scope=scope), scope=scope
         )
-        number = (
-            FrameVersion.objects.filter(project=project).aggregate(n=Max("number"))["n"] or 0
-        ) + 1
-        version = FrameVersion.objects.create(
-            project=project,
-            number=number,
-            snapshot=frame,
-            parent=base,
-            author=author,
-            author_label=author.username,
-            origin="proposal",
-        )
+        version = frame_version_create(project=project, snapshot=frame, parent=base, author=author)
+        number = version.number
         proposal = Proposal.objects.create(
             project=project,
             uid=uid,
@@ -170,18 +134,15 @@ def proposal_submit(
                 "warnings": warnings,
             },
         )
-        # imported here: backtest.services builds on this module
-        from backtest.services import backtest_enqueue
-
-        # robust: the proposal is committed whatever the queue does; a failed enqueue is logged
-        transaction.on_commit(lambda: backtest_enqueue(proposal=proposal, requested_by=author), robust=True)
+        proposal_submitted.send(sender=Proposal, proposal=proposal, requested_by=author)
     return proposal
 
 
 def proposal_sync_state(*, proposal: Proposal) -> Proposal:
-    """Set Proposal.state from the append-only rows (latest backtest, its review, promotions).
-
-    The backtest app calls this inside its own transaction when a backtest starts or finishes.
+    """Set Proposal.state from the append-only rows (promotions; the latest backtest and its
+    review, as governance.evidence reports them). The only code that changes Proposal.state:
+    every write that moves a proposal on (a backtest starting or finishing, a review, a
+    promotion) calls it inside its own transaction.
     """
     state = selectors.derived_proposal_state(proposal=proposal)
     if proposal.state != state:
@@ -190,70 +151,7 @@ def proposal_sync_state(*, proposal: Proposal) -> Proposal:
     return proposal
 
 
-# --- reviews -------------------------------------------------------------------------------------
-
-
-def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str = "") -> Approval:
-    """A reviewer's verdict, bound to this exact backtest: candidate version, task set, engine."""
-    project = backtest.proposal.project
-    access.access_review(reviewer, project)
-    if verdict not in ApprovalVerdict.values:
-        raise ReviewRefused(
-            f'verdict "{verdict}" is not one of: {", ".join(ApprovalVerdict.values)}'
-        )
-    comment = (comment or "").strip()
-    if verdict == ApprovalVerdict.REJECT and not comment:
-        raise ReviewRefused("a rejection needs a comment saying why")
-    with transaction.atomic():
-        Project.objects.select_for_update().get(pk=project.pk)
-        backtest = Backtest.objects.select_related("proposal", "proposal__project").get(
-            pk=backtest.pk
-        )
-        blockers = selectors.review_blockers(backtest=backtest)
-        decision = selectors.backtest_decision(backtest)
-        if not blockers and verdict == ApprovalVerdict.APPROVE and not decision.passed:
-            blockers = [
-                f"backtest #{backtest.pk} failed its gates: it can be rejected, not approved"
-            ]
-        if blockers:
-            raise ReviewRefused("; ".join(blockers))
-        approval = Approval.objects.create(
-            backtest=backtest,
-            frame_version_id=backtest.candidate_version_id,
-            task_set_digest=backtest.task_set_digest,
-            engine_version=backtest.engine_version,
-            reviewer=reviewer,
-            verdict=verdict,
-            comment=comment,
-        )
-        proposal = backtest.proposal
-        proposal.state = (
-            ProposalState.APPROVED if verdict == ApprovalVerdict.APPROVE else ProposalState.REJECTED
-        )
-        proposal.save(update_fields=["state"])
-        audit_record(
-            actor=reviewer,
-            project=project,
-            action=f"backtest.{'approved' if verdict == ApprovalVerdict.APPROVE else 'rejected'}",
-            obj=approval,
-            summary=f"{verdict} backtest #{backtest.pk} of proposal #{proposal.pk}",
-            payload={
-                "proposal": proposal.pk,
-                "backtest": backtest.pk,
-                "frame_version": backtest.candidate_version.number,
-                "task_set_digest": backtest.task_set_digest,
-                "engine_version": backtest.engine_version,
-                "comment": comment,
-            },
-        )
-    return approval
-
-
 # --- promotion -----------------------------------------------------------------------------------
-
-
-def _next_sequence(project: Project) -> int:
-    return (Promotion.objects.filter(project=project).aggregate(n=Max("sequence"))["n"] or 0) + 1
 
 
 def proposal_promote(*, proposal: Proposal, lead) -> Promotion:
@@ -274,15 +172,11 @@ def proposal_promote(*, proposal: Proposal, lead) -> Promotion:
             blockers = selectors.promotion_blockers(proposal=proposal)
             if blockers:
                 raise PromotionRefused(blockers)
-            previous = selectors.current_frame_version(project=project)
-            promotion = Promotion.objects.create(
-                project=project,
-                frame_version=proposal.frame_version,
-                sequence=_next_sequence(project),
-                promoted_by=lead,
+            previous = current_frame_version(project=project)
+            promotion = promotion_create(
+                project=project, frame_version=proposal.frame_version, promoted_by=lead
             )
-            proposal.state = ProposalState.PROMOTED
-            proposal.save(update_fields=["state"])
+            proposal_sync_state(proposal=proposal)
             audit_record(
                 actor=lead,
                 project=project,
@@ -309,3 +203,43 @@ def proposal_promote(*, proposal: Proposal, lead) -> Promotion:
             ) from error
         raise
     return promotion
+
+
+# --- proposals that arrive with a corpus ---------------------------------------------------------
+
+
+def proposal_import(
+    *, project: Project, base: FrameVersion, spec, carried: dict[str, set[str]], actor=None
+) -> Proposal:
+    """A proposal from proposals.yaml: its patch over the imported frame (v1) as a new version.
+
+    Called by the corpus import inside its transaction (see governance.corpus); the import
+    itself was authorised by whoever ran it, so no role is checked here. `carried`: project slug
+    -> the evidence classes its units carry (a class no unit in scope carries is a warning).
+    """
+    frame = merge_patch(base.snapshot, spec.patch)
+    scope = list(frame.get("scope") or [project.slug])
+    in_scope = set().union(*(carried.get(slug, set()) for slug in scope))
+    version = frame_version_create(project=project, snapshot=frame, parent=base, origin="proposal")
+    proposal = Proposal.objects.create(
+        project=project,
+        uid=spec.id,
+        title=spec.title,
+        rationale=spec.rationale,
+        patch=spec.patch,
+        base_version=base,
+        frame_version=version,
+        warnings=frames.unknown_class_warnings(frame, carried=in_scope, scope=scope),
+        state=ProposalState.PROPOSED,
+    )
+    audit_record(
+        actor=actor,
+        project=project,
+        action="proposal.imported",
+        obj=proposal,
+        summary=f"{spec.title or spec.id} (v{base.number} → v{version.number}), from proposals.yaml",
+        payload={
+            "uid": spec.id, "base_version": base.number, "frame_version": version.number, "patch": spec.patch,
+        },
+    )
+    return proposal

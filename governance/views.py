@@ -1,25 +1,25 @@
 """Dashboard pages of the governance app; views parse, call one selector or service, render.
 
-Role checks happen in access.py only: reads call access_read, writes reach the access_* check of
-the service they call (and check it before parsing, so a refused POST writes nothing).
+Role checks happen in authority.access only: reads call access_read, writes reach the access_*
+check inside the service they call. The proposal page, which shows backtests and takes reviews,
+is assembled in backtest.views: governance sits below the backtest app.
 """
 
 from __future__ import annotations
-
-import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from backtest.models import Backtest
+from authority import access
+from authority.selectors import current_frame_version
+from selection.models import Project
 
-from . import access, frames, selectors, services
-from .forms import AuditFilterForm, ProposeForm, ReviewForm
+from . import frames, selectors, services
+from .forms import AuditFilterForm, ProposeForm
 
 AUDIT_PAGE_SIZE = 50
 
@@ -35,7 +35,7 @@ def home(request):
 def project_detail(request, slug: str):
     project = selectors.project_for_slug(slug=slug)
     caps = access.access_read(request.user, project)
-    current = selectors.current_frame_version(project=project)
+    current = current_frame_version(project=project)
     return render(
         request,
         "governance/project_detail.html",
@@ -74,12 +74,11 @@ def frame_diff(request, slug: str):
 def proposal_create(request, slug: str):
     project = selectors.project_for_slug(slug=slug)
     caps = access.access_read(request.user, project)
-    base = selectors.current_frame_version(project=project)
+    base = current_frame_version(project=project)
     if base is None:
         raise Http404(f"{project.slug} has no promoted frame version")
     declared = selectors.declared_projects(project=project)
     if request.method == "POST":
-        access.access_propose(request.user, project)
         form = ProposeForm(request.POST, base=base.snapshot, declared=declared)
         if form.is_valid():
             try:
@@ -120,86 +119,10 @@ def proposal_list(request, slug: str):
     )
 
 
-def _backtest_url(backtest: Backtest) -> str:
-    return reverse("backtest-detail", args=[backtest.pk])
-
-
-@login_required
-def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, status: int = 200):
-    proposal = selectors.proposal_by_id(proposal_id=pk)
-    project = proposal.project
-    caps = access.access_read(request.user, project)
-    backtests = selectors.proposal_backtests(proposal=proposal)
-    latest = backtests[0] if backtests else None
-    review_blockers = (
-        selectors.review_blockers(backtest=latest) if latest else ["no backtest has run yet"]
-    )
-    return render(
-        request,
-        "governance/proposal_detail.html",
-        {
-            "project": project,
-            "proposal": proposal,
-            "patch_json": json.dumps(proposal.patch, indent=2, sort_keys=True),
-            "diff": [
-                r
-                for r in frames.diff_frames(
-                    proposal.base_version.snapshot, proposal.frame_version.snapshot
-                )
-                if r.changed
-            ],
-            "backtests": [
-                (
-                    b,
-                    selectors.backtest_decision(b),
-                    selectors.backtest_approval(b),
-                    _backtest_url(b),
-                )
-                for b in backtests
-            ],
-            "latest": latest,
-            "review_blockers": review_blockers,
-            "review_form": review_form
-            or ReviewForm(initial={"backtest": latest.pk if latest else None}),
-            "promotion_blockers": selectors.promotion_blockers(proposal=proposal),
-            "caps": caps,
-        },
-        status=status,
-    )
-
-
-@login_required
-@require_POST
-def proposal_review(request, pk: int):
-    proposal = selectors.proposal_by_id(proposal_id=pk)
-    access.access_review(request.user, proposal.project)
-    form = ReviewForm(request.POST)
-    if not form.is_valid():
-        return proposal_detail(request, pk, review_form=form, status=400)
-    backtest = get_object_or_404(
-        Backtest.objects.select_related("proposal__project"),
-        pk=form.cleaned_data["backtest"],
-        proposal=proposal,
-    )
-    try:
-        services.backtest_review(
-            backtest=backtest,
-            reviewer=request.user,
-            verdict=form.cleaned_data["verdict"],
-            comment=form.cleaned_data["comment"],
-        )
-    except services.ReviewRefused as error:
-        form.add_error(None, str(error))
-        return proposal_detail(request, pk, review_form=form, status=400)
-    messages.success(request, f"Backtest #{backtest.pk}: {form.cleaned_data['verdict']} recorded.")
-    return redirect("proposal-detail", pk=pk)
-
-
 @login_required
 @require_POST
 def proposal_promote(request, pk: int):
     proposal = selectors.proposal_by_id(proposal_id=pk)
-    access.access_promote(request.user, proposal.project)
     try:
         promotion = services.proposal_promote(proposal=proposal, lead=request.user)
     except services.PromotionRefused as error:
@@ -214,7 +137,7 @@ def proposal_promote(request, pk: int):
 
 @login_required
 def audit_log(request):
-    readable = list(access.readable_projects(request.user).order_by("slug"))
+    readable = list(access.readable_projects(request.user, Project.objects.all()).order_by("slug"))
     form = AuditFilterForm(
         request.GET or None, projects=[p.slug for p in readable], actions=selectors.audit_actions()
     )

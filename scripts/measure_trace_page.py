@@ -4,7 +4,8 @@
 
 Builds its own throwaway test database (FG_TEST_DATABASE_NAME, default test_fg_measure_trace),
 imports a synthetic corpus through corpus_import (with hash vectors instead of the embedding
-model: this measures rendering, not embedding), selects once with EngineConfig(pool_size=N),
+model: this measures rendering, not embedding), selects once through services.selection_run with
+EngineConfig(pool_size=N),
 stores the trace through services.trace_write and renders /traces/<pk>/ with Django's test client.
 Not a timed test: numbers depend on the machine.
 """
@@ -115,8 +116,7 @@ def measure(runs: int, size: int, profile: bool = False) -> None:
     from django.urls import reverse
 
     from selection import embeddings, services, store
-    from selection.engine.pipeline import select
-    from selection.engine.types import EngineConfig, SelectionRequest
+    from selection.engine.types import EngineConfig
     from selection.importing import corpus_import
     from selection.models import Project, Task
 
@@ -127,11 +127,11 @@ def measure(runs: int, size: int, profile: bool = False) -> None:
     task = Task.objects.get(corpus=corpus, uid="t-measure")
     number, frame = services.frame_for(project)
     work = store.work_frame_for_task(task)
-    request = SelectionRequest(
+    inputs = services.SelectionInputs(
         project_frame=frame, work_frame=work, query=task.query, budget_tokens=task.budget_tokens, condition="C6"
     )
     config = EngineConfig(pool_size=size, lexical_k=size + 40, dense_k=size + 40)
-    result = select(request, store.corpus_index(corpus.pk), config)
+    result = services.selection_run(inputs, store.corpus_index(corpus.pk), config=config)
     trace = services.trace_write(result, project=project, frame_version=number, task=task, source="select")
     candidates = trace.candidates.count()
 

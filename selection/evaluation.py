@@ -14,6 +14,9 @@ from itertools import combinations
 
 from django.db import transaction
 
+from authority.access import access_evaluate
+from authority.audit import audit_record
+from authority.selectors import current_frame_version
 from selection.engine.attribution import FailureCode
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
 from selection.engine.metrics import METRICS, overlap
@@ -146,12 +149,8 @@ def evaluation_run(*, corpus: Corpus | str, conditions: str | Iterable[str] | No
     The hazard needs both C0 and C6 among `conditions`; without them it is left empty. `actor`
     (None from the command line) must be a lead in one of the corpus's projects.
     """
-    from governance.selectors import current_frame_version
-
     corpus = _corpus(corpus)
     if actor is not None:
-        from governance.access import access_evaluate
-
         access_evaluate(actor, corpus)  # before any work: a refused run writes nothing
     try:
         names = parse_conditions(conditions)
@@ -281,8 +280,6 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
 
 
 def _audit(evaluation: Evaluation, corpus: Corpus, names, actor) -> None:
-    from governance.services import audit_record
-
     means = evaluation.result["conditions"]
     audit_record(
         actor=actor,

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from governance.models import FrameVersion, Proposal
-from governance.selectors import current_frame_version
+from authority.models import FrameVersion
+from authority.selectors import current_frame_version
 from selection.corpus import (
     CorpusData,
     CorpusError,
     CorpusIssue,
     ProjectSpec,
-    ProposalSpec,
     SignalSpec,
     TaskFrameSpec,
     TaskSpec,
@@ -23,10 +22,11 @@ from selection.corpus import (
 from selection.corpus.frames import check_frame
 from selection.corpus.places import Place, Report
 from selection.corpus.tasks import CITABLE
-from selection.engine.types import OpenLoop, Unit
 
+from . import store
+from .corpus_parts import corpus_parts
 from .importing import FILE_EXTRAS, OPEN_LOOP_EXTRAS, PROPOSAL_EXTRAS, SIGNAL_EXTRAS, CorpusRefused
-from .models import Corpus, LedgerEntry, LinkKind, Project, UnitLink
+from .models import Corpus, LedgerEntry, Project
 
 __all__ = ["corpus_data", "corpus_export"]
 
@@ -74,7 +74,7 @@ def corpus_data(name: str, *, frames: str = "initial") -> CorpusData:
         projects=tuple(_project_spec(row, declared, frames) for row in project_rows),
         units=tuple(_unit_records(corpus, slugs)),
         tasks=tuple(_task_specs(corpus, slugs)),
-        proposals=tuple(_proposal_specs(project_rows, proposal_extras)),
+        proposals=tuple(spec for part in corpus_parts() for spec in part.export(project_rows, proposal_extras)),
         extras=extras,
         tasks_extras=file_extras.get("tasks.yaml", {}),
         proposals_extras=file_extras.get("proposals.yaml", {}),
@@ -106,43 +106,13 @@ def _project_spec(row: Project, declared: list[str], frames: str) -> ProjectSpec
 
 
 def _unit_records(corpus: Corpus, slugs: dict[int, str]) -> list[UnitRecord]:
-    links: dict[int, dict[str, list[str]]] = {}
-    for source_id, kind, target in (
-        UnitLink.objects.filter(source__corpus=corpus)
-        .order_by("source_id", "kind", "position")
-        .values_list("source_id", "kind", "target__uid")
-    ):
-        links.setdefault(source_id, {}).setdefault(kind, []).append(target)
+    links = store.unit_links(corpus.pk)
     records = []
-    for line, row in enumerate(
-        corpus.units.order_by("position", "id").iterator(chunk_size=2000), start=1
-    ):
-        own = links.get(row.pk, {})
-        extras = dict(row.extras)
+    rows = corpus.units.order_by("position", "id").values(*store.UNIT_FIELDS, "extras")
+    for line, values in enumerate(rows.iterator(chunk_size=2000), start=1):
+        extras = dict(values["extras"])
         open_loop_extras = extras.pop(OPEN_LOOP_EXTRAS, {})
-        unit = Unit(
-            id=row.uid,
-            project=slugs[row.project_id],
-            evidence_class=row.evidence_class,
-            text=row.text,
-            title=row.title,
-            created_at=row.created_at,
-            valid_from=row.valid_from,
-            valid_to=row.valid_to,
-            supersedes=tuple(own.get(LinkKind.SUPERSEDES, ())),
-            echo_of=(own.get(LinkKind.ECHO_OF) or [None])[0],
-            supports=tuple(own.get(LinkKind.SUPPORTS, ())),
-            refutes=tuple(own.get(LinkKind.REFUTES, ())),
-            open_loop=(
-                OpenLoop(status=row.open_loop_status, kind=row.open_loop_kind)
-                if row.open_loop_status
-                else None
-            ),
-            paths=tuple(row.paths or ()),
-            subject=row.subject or None,
-            facet=row.facet or None,
-            root=row.root,
-        )
+        unit = store.unit_from_values(values, slugs[values["project_id"]], links.get(values["id"], {}))
         records.append(
             UnitRecord(unit=unit, extras=extras, line=line, open_loop_extras=open_loop_extras)
         )
@@ -201,25 +171,6 @@ def _task_specs(corpus: Corpus, slugs: dict[int, str]) -> list[TaskSpec]:
                 routing=row.routing,
                 ledger=ledgers.get(row.pk, {}),
                 extras=extras,
-            )
-        )
-    return specs
-
-
-def _proposal_specs(projects: list[Project], extras: dict[str, Any]) -> list[ProposalSpec]:
-    specs = []
-    rows = Proposal.objects.filter(project__in=projects).select_related("project").order_by("id")
-    for row in rows:
-        # a proposal written in the dashboard has no file id: it gets one from its row
-        uid = row.uid or f"proposal-{row.pk}"
-        specs.append(
-            ProposalSpec(
-                id=uid,
-                project=row.project.slug,
-                patch=row.patch,
-                title=row.title,
-                rationale=row.rationale,
-                extras=extras.get(uid, {}) if row.uid else {},
             )
         )
     return specs

@@ -18,23 +18,22 @@ from typing import Any
 from django.contrib.postgres.fields import ArrayField
 from django.db import IntegrityError, models, transaction
 
-from governance.frames import unknown_class_warnings
-from governance.models import FrameVersion, Promotion, Proposal, ProposalState
-from governance.services import audit_record
+from authority.audit import audit_record
+from authority.models import FrameVersion
+from authority.services import frame_version_create, promotion_create
 from selection.corpus import (
     CorpusData,
     CorpusError,
     CorpusIssue,
-    ProposalSpec,
     TaskFrameSpec,
     TaskSpec,
     UnitRecord,
     read_corpus,
 )
-from selection.corpus.frames import merge_patch
 from selection.engine.types import Unit
 
 from . import embeddings
+from .corpus_parts import ImportedCorpus, corpus_parts
 from .models import (
     Corpus,
     LedgerEntry,
@@ -50,7 +49,6 @@ __all__ = ["CorpusRefused", "corpus_export", "corpus_import"]
 
 EMBED_BATCH = 64
 WRITE_BATCH = 1000
-IMPORT_LABEL = "import"
 # names in an extras mapping that the format cannot use (it only keeps "x-" keys)
 OPEN_LOOP_EXTRAS = "open_loop"
 SIGNAL_EXTRAS = "signals"
@@ -169,10 +167,6 @@ def _too_long(data: CorpusData) -> list[CorpusIssue]:
             ),
         ]
         checks += [("tasks.yaml", where, "signals", s.id, TaskSignal, "uid") for s in task.signals]
-    for index, proposal in enumerate(data.proposals):
-        where = f"proposals[{index}] (line {proposal.line})"
-        checks.append(("proposals.yaml", where, "id", proposal.id, Proposal, "uid"))
-        checks.append(("proposals.yaml", where, "title", proposal.title, Proposal, "title"))
     issues = []
     for file, where, field, value, model, column in checks:
         limit = _limit(model, column)
@@ -182,6 +176,8 @@ def _too_long(data: CorpusData) -> list[CorpusIssue]:
                     file, where, field, f"{len(value)} characters; at most {limit} can be stored"
                 )
             )
+    for part in corpus_parts():
+        issues += part.too_long(data)
     return issues
 
 
@@ -238,14 +234,8 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
         project = Project.objects.create(
             corpus=corpus, slug=spec.slug, name=spec.name, position=position, extras=spec.extras
         )
-        version = FrameVersion.objects.create(
-            project=project,
-            number=1,
-            snapshot=spec.frame,
-            author_label=IMPORT_LABEL,
-            origin="import",
-        )
-        Promotion.objects.create(project=project, frame_version=version, sequence=1)
+        version = frame_version_create(project=project, snapshot=spec.frame, origin="import")
+        promotion_create(project=project, frame_version=version)
         audit_record(
             actor=actor,
             project=project,
@@ -284,18 +274,9 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
     carried: dict[str, set[str]] = {}
     for record in data.units:
         carried.setdefault(record.unit.project, set()).add(record.unit.evidence_class)
-    numbers = {slug: 1 for slug in projects}
-    for spec in data.proposals:
-        numbers[spec.project] += 1
-        _write_proposal(
-            projects[spec.project],
-            first_versions[spec.project],
-            spec,
-            numbers[spec.project],
-            carried,
-            actor,
-        )
-        advanced(1)
+    imported = ImportedCorpus(data, corpus, projects, first_versions, carried, actor)
+    for part in corpus_parts():
+        part.write(imported, advanced)
 
     audit_record(
         actor=actor,
@@ -393,48 +374,6 @@ def _write_task(
         for unit_id, label in spec.ledger.items()
     )
     return task
-
-
-def _write_proposal(
-    project: Project,
-    base: FrameVersion,
-    spec: ProposalSpec,
-    number: int,
-    carried: dict[str, set[str]],
-    actor,
-) -> Proposal:
-    # proposals.yaml patches the imported frame (version 1); each becomes its own version on v1
-    frame = merge_patch(base.snapshot, spec.patch)
-    scope = list(frame.get("scope") or [project.slug])
-    in_scope = set().union(*(carried.get(slug, set()) for slug in scope))
-    version = FrameVersion.objects.create(
-        project=project,
-        number=number,
-        snapshot=frame,
-        parent=base,
-        author_label=IMPORT_LABEL,
-        origin="proposal",
-    )
-    proposal = Proposal.objects.create(
-        project=project,
-        uid=spec.id,
-        title=spec.title,
-        rationale=spec.rationale,
-        patch=spec.patch,
-        base_version=base,
-        frame_version=version,
-        warnings=unknown_class_warnings(frame, carried=in_scope, scope=scope),
-        state=ProposalState.PROPOSED,
-    )
-    audit_record(
-        actor=actor,
-        project=project,
-        action="proposal.imported",
-        obj=proposal,
-        summary=f"{spec.title or spec.id} (v1 → v{number}), from proposals.yaml",
-        payload={"uid": spec.id, "base_version": 1, "frame_version": number, "patch": spec.patch},
-    )
-    return proposal
 
 
 def corpus_export(name: str, path: str | Path, **options: Any) -> Path:

@@ -16,16 +16,16 @@ from pathlib import Path
 import yaml
 from django.db import transaction
 
-from governance.frames import diff_frames
-from governance.models import FrameVersion, Promotion
-from governance.services import audit_record
+from authority.audit import audit_record
+from authority.selectors import current_frame_version
+from authority.services import frame_version_create, promotion_create
 from selection.corpus import CorpusData, CorpusError, CorpusIssue, read_corpus
 from selection.corpus.memory_markdown import read_memory_directory
 from selection.engine.routing.route import structural_conflicts
 from selection.engine.routing.types import Conflict
 
 from . import store
-from .importing import IMPORT_LABEL, _batches, _embed, _links, _refusals, _unit_row, corpus_import
+from .importing import _batches, _embed, _links, _refusals, _unit_row, corpus_import
 from .models import Corpus, MemoryUnit, Project, UnitLink
 
 # corpus.yaml's top-level "x-memory" (kept in Corpus.extras): {"lineage", "version", "source"}
@@ -110,8 +110,8 @@ def _reimport(data: CorpusData, project: Project, *, version: int, missing, acto
     spec = data.projects[0]
     vectors, model_name = _embed([r.unit.text for r in data.units], None)
     with transaction.atomic():
-        current = FrameVersion.objects.filter(project=project).order_by("-number").first()
-        frame_changes = tuple(d.path for d in diff_frames(current.snapshot, spec.frame) if d.changed) if current else ()
+        current = current_frame_version(project=project)
+        frame_changes = _frame_changes(current.snapshot if current else {}, spec.frame)
         corpus = Corpus.objects.create(
             name=data.name,
             description=data.description,
@@ -135,17 +135,10 @@ def _reimport(data: CorpusData, project: Project, *, version: int, missing, acto
             for i, t in enumerate(targets)
         )
         if frame_changes:
-            number = current.number + 1
-            frame_version = FrameVersion.objects.create(
-                project=project,
-                number=number,
-                snapshot=spec.frame,
-                parent=current,
-                author_label=IMPORT_LABEL,
-                origin="import",
+            frame_version = frame_version_create(
+                project=project, snapshot=spec.frame, parent=current, author=actor, origin="import"
             )
-            sequence = Promotion.objects.filter(project=project).count() + 1
-            Promotion.objects.create(project=project, frame_version=frame_version, sequence=sequence)
+            promotion_create(project=project, frame_version=frame_version, promoted_by=actor)
         result = MemoryImport(
             corpus=corpus,
             version=version,
@@ -173,3 +166,8 @@ def _reimport(data: CorpusData, project: Project, *, version: int, missing, acto
             },
         )
     return MemoryImport(**{**result.__dict__, "conflicts": structural_conflicts(store.corpus_index(corpus.pk).units)})
+
+
+def _frame_changes(before: dict, after: dict) -> tuple[str, ...]:
+    """Top-level frame keys whose value differs (routing keys included)."""
+    return tuple(sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key)))

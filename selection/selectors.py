@@ -14,13 +14,9 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet,
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from governance import access
+from authority import access
 from selection.engine.attribution import Attribution, attribute
-from selection.engine.counterfactual import (
-    CounterfactualReport,
-    counterfactuals,
-    request_from_trace,
-)
+from selection.engine.counterfactual import CounterfactualReport, counterfactuals
 from selection.engine.explain import (
     Check,
     LossFunnel,
@@ -33,14 +29,17 @@ from selection.engine.explain import (
     sum_funnels,
     trace_outcomes,
 )
-from selection.engine.pipeline import select
+from selection.engine.index import CorpusIndex
+from selection.engine.reason_codes import Disposition, ReasonCode
 from selection.engine.routing.codes import LOAD_ORDER, LocalCode, RouteCode
 from selection.engine.routing.route import structural_conflicts
-from selection.engine.types import SelectionRequest, SelectionResult, Unit
+from selection.engine.routing.types import RoutingInputs
+from selection.engine.types import SelectionRequest, SelectionResult
 
 from . import scoring, store
-from .models import MemoryUnit, Trace, TraceCandidate, UnitLink
-from .services import embed_query, trace_result
+from .models import EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate
+from .services import SelectionError, SelectionInputs, selection_request, selection_run
+from .store import trace_result
 
 # --------------------------------------------------------------------------------------------
 # History
@@ -77,7 +76,7 @@ def trace_search(*, user, filters: TraceFilters) -> QuerySet[Trace]:
         .values("n")
     )
     traces = (
-        Trace.objects.filter(project__in=access.readable_projects(user))
+        Trace.objects.filter(project__in=access.readable_projects(user, Project.objects.all()))
         .select_related("project", "task")
         .defer("header", "bundle")
         .annotate(candidate_count=Subquery(candidate_count, output_field=IntegerField()))
@@ -112,10 +111,9 @@ def trace_search(*, user, filters: TraceFilters) -> QuerySet[Trace]:
 
 def trace_search_choices(*, user) -> dict[str, list]:
     """Values the history filters offer: readable projects, reason codes and dispositions."""
-    from selection.engine.reason_codes import Disposition, ReasonCode
-
+    readable = access.readable_projects(user, Project.objects.all())
     return {
-        "projects": list(access.readable_projects(user).order_by("slug").values_list("slug", flat=True)),
+        "projects": list(readable.order_by("slug").values_list("slug", flat=True)),
         # routed units carry their route code as their candidate reason (or OMIT_BUDGET)
         "reasons": [r.value for r in ReasonCode]
         + [c.value for c in LOAD_ORDER]
@@ -144,36 +142,6 @@ def _task_ledger(trace: Trace) -> dict[str, str]:
 
 def _present(corpus_id: int, uids) -> set[str]:
     return set(MemoryUnit.objects.filter(corpus_id=corpus_id, uid__in=list(uids)).values_list("uid", flat=True))
-
-
-def units_by_uid(*, corpus_id: int, uids) -> dict[str, Unit]:
-    """Engine Units for a few unit ids (text, title, class and refutations: what rendering needs)."""
-    uids = sorted(set(uids))
-    if not uids:
-        return {}
-    rows = list(
-        MemoryUnit.objects.filter(corpus_id=corpus_id, uid__in=uids).values(
-            "id", "uid", "project__slug", "evidence_class", "text", "title"
-        )
-    )
-    refutes: dict[int, list[str]] = defaultdict(list)
-    for source_id, target in (
-        UnitLink.objects.filter(source_id__in=[r["id"] for r in rows], kind="refutes")
-        .order_by("source_id", "position")
-        .values_list("source_id", "target__uid")
-    ):
-        refutes[source_id].append(target)
-    return {
-        r["uid"]: Unit(
-            id=r["uid"],
-            project=r["project__slug"],
-            evidence_class=r["evidence_class"],
-            text=r["text"],
-            title=r["title"],
-            refutes=tuple(refutes.get(r["id"], ())),
-        )
-        for r in rows
-    }
 
 
 @dataclass
@@ -210,7 +178,7 @@ def trace_explained(trace: Trace) -> TraceExplained:
         candidates = {c.unit_id for c in engine_trace.candidates}
         missing = [(u, stage) for u, stage in funnel.units if u not in candidates]
     omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == "budget_omitted"]
-    units = units_by_uid(corpus_id=corpus_id, uids=omitted)
+    units = store.units_by_uid(corpus_id=corpus_id, uids=omitted)
     return TraceExplained(
         trace=trace,
         result=result,
@@ -222,18 +190,27 @@ def trace_explained(trace: Trace) -> TraceExplained:
     )
 
 
-def stored_request(trace: Trace, result: SelectionResult) -> SelectionRequest:
-    """The request the trace was made from; dense vectors recomputed as run_selection computes them."""
+def stored_inputs(trace: Trace, result: SelectionResult) -> SelectionInputs:
+    """The inputs the trace was made from, as selection_run takes them (vectors recomputed)."""
     engine_trace = result.trace
-    dense = engine_trace.retriever.dense != "none"
-    objective = engine_trace.work_frame.objective
-    return request_from_trace(
-        engine_trace,
-        query_vector=embed_query(engine_trace.query) if dense else None,
-        objective_vector=embed_query(objective) if dense and objective else None,
+    return SelectionInputs(
+        project_frame=engine_trace.project_frame,
+        work_frame=engine_trace.work_frame,
+        query=engine_trace.query,
+        budget_tokens=engine_trace.budget_tokens,
+        condition=engine_trace.condition,
+        standpoint=engine_trace.standpoint,
         # the oracle reads the ledger; no other condition is handed it
         ledger=_task_ledger(trace) if engine_trace.condition == "CO" else None,
+        use_dense=engine_trace.retriever.dense != "none",
+        # local overlay units are private and not in the trace: a re-run is a shared run
+        routing=engine_trace.routing.inputs if engine_trace.routing else RoutingInputs(),
     )
+
+
+def stored_request(trace: Trace, result: SelectionResult, index: CorpusIndex) -> SelectionRequest:
+    """The engine request the trace was made from, built by the one request builder."""
+    return selection_request(stored_inputs(trace, result), index)
 
 
 @dataclass(frozen=True)
@@ -259,8 +236,8 @@ def trace_verify(trace: Trace) -> Verification:
     stored = check_stored_bundle(result.trace, result.bundle, trace.bundle_digest)
     try:
         index = store.corpus_index(trace.project.corpus_id)
-        rerun = select(stored_request(trace, result), index, result.trace.config)
-    except (ValueError, LookupError) as error:
+        rerun = selection_run(stored_inputs(trace, result), index, config=result.trace.config)
+    except (SelectionError, LookupError) as error:
         return Verification(stored, [], str(error))
     return Verification(stored, check_rerun(result.trace, trace.bundle_digest, rerun.trace))
 
@@ -268,7 +245,7 @@ def trace_verify(trace: Trace) -> Verification:
 def trace_counterfactual(trace: Trace, unit_uid: str) -> CounterfactualReport:
     result = trace_result(trace)
     index = store.corpus_index(trace.project.corpus_id)
-    return counterfactuals(result.trace, unit_uid, index, stored_request(trace, result))
+    return counterfactuals(result.trace, unit_uid, index, stored_request(trace, result, index))
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,24 +284,17 @@ def traces_funnel(trace_ids) -> LossFunnel:
     return sum_funnels(trace_funnels(trace_ids).values())
 
 
-def _grouped(groups: dict[str, list[int]]) -> dict[str, LossFunnel]:
+def grouped_funnels(groups: dict[str, list[int]]) -> dict[str, LossFunnel]:
     per_trace = trace_funnels([pk for ids in groups.values() for pk in ids])
     return {key: sum_funnels(per_trace[pk] for pk in ids if pk in per_trace) for key, ids in groups.items()}
 
 
 def _ledgers(task_ids: list[int]) -> dict[int, dict[str, str]]:
-    batch = getattr(scoring, "ledgers_for_tasks", None)
-    if batch is not None:
-        return batch(task_ids)
-    from .models import Task
-
-    return {t.pk: scoring.ledger_for_task(t) for t in Task.objects.filter(pk__in=task_ids)}
+    return scoring.ledgers_for_tasks(task_ids)
 
 
 def evaluation_funnels(evaluation) -> dict[str, LossFunnel]:
     """Condition (and variant, when not declared) -> the funnel summed over its runs."""
-    from .models import EvaluationRun
-
     groups: dict[str, list[int]] = defaultdict(list)
     for condition, variant, trace_id in (
         EvaluationRun.objects.filter(evaluation=evaluation)
@@ -333,19 +303,7 @@ def evaluation_funnels(evaluation) -> dict[str, LossFunnel]:
     ):
         key = condition if variant == "declared" else f"{condition} ({variant})"
         groups[key].append(trace_id)
-    return _grouped(groups)
-
-
-def backtest_funnels(backtest) -> dict[str, LossFunnel]:
-    """Side (baseline, candidate) -> the funnel summed over the backtest's task replays."""
-    from backtest.models import TaskReplay
-
-    groups: dict[str, list[int]] = defaultdict(list)
-    for side, trace_id in (
-        TaskReplay.objects.filter(backtest=backtest).order_by("side", "task_id").values_list("side", "trace_id")
-    ):
-        groups[side].append(trace_id)
-    return _grouped({side: groups.get(side, []) for side in ("baseline", "candidate")})
+    return grouped_funnels(groups)
 
 
 def corpus_conflicts(*, corpus_id: int):

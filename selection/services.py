@@ -1,6 +1,9 @@
-"""Writes of the selection app: run a selection and persist its trace, replay a task.
+"""Writes of the selection app: run a selection and persist its trace, replay a task or a trace.
 
-Import and export of corpora live in selection/importing.py.
+`selection_run` is the one function that builds a selection request from resolved inputs and runs
+the engine: the page, the command, evaluations, backtest replays, verification, counterfactuals,
+then-and-now and the bench all reach the engine through it. Import and export of corpora live in
+selection/importing.py.
 """
 
 from __future__ import annotations
@@ -8,17 +11,29 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
 
+from authority import access
+from authority.audit import audit_record
+from authority.selectors import current_frame_version
+from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.routing.types import RoutingInputs
-from selection.engine.types import ProjectFrame, SelectionRequest, SelectionResult, WorkFrame
+from selection.engine.types import (
+    EngineConfig,
+    ProjectFrame,
+    SelectionRequest,
+    SelectionResult,
+    Unit,
+    WorkFrame,
+)
 
-from . import store
+from . import embeddings, store
 from .models import Project, Task, Trace, TraceCandidate
+from .scoring import ledger_for_task
 
 
 class SelectionError(ValueError):
@@ -33,12 +48,10 @@ _query_lock = threading.Lock()
 def embed_queries(texts: list[str]) -> list[tuple[float, ...]]:
     """Dense vectors of queries and objectives; texts not seen before are embedded together in
     one forward pass, and repeated texts (replays, evaluations) are embedded once per process."""
-    from .embeddings import embed_texts
-
     with _query_lock:
         missing = [t for t in dict.fromkeys(texts) if t not in _QUERY_VECTORS]
     if missing:
-        vectors = embed_texts(missing)
+        vectors = embeddings.embed_texts(missing)
         with _query_lock:
             for text, vector in zip(missing, vectors, strict=True):
                 _QUERY_VECTORS[text] = tuple(float(x) for x in vector)
@@ -60,6 +73,60 @@ def embed_cache_clear() -> None:
 
 
 @dataclass(frozen=True)
+class SelectionInputs:
+    """What a selection is made from, resolved: the frame in force, the work frame, the request.
+
+    Every interface resolves its own arguments (a task, a stored trace, a command line, a form)
+    into this and hands it to `selection_run`; nothing else builds an engine request.
+    """
+
+    project_frame: ProjectFrame
+    work_frame: WorkFrame
+    query: str
+    budget_tokens: int
+    condition: str = "C6"
+    standpoint: datetime | None = None
+    ledger: dict[str, str] | None = None  # only the oracle (CO) reads it
+    use_dense: bool = True
+    # declared routing inputs (task category, path scope, overlays, strict, no_local)
+    routing: RoutingInputs = field(default_factory=RoutingInputs)
+    local_units: tuple[Unit, ...] = ()  # the requesting user's local overlay; empty under no_local
+
+
+def selection_request(inputs: SelectionInputs, index: CorpusIndex) -> SelectionRequest:
+    """The engine request for `inputs`: query and objective embedded together, once per process."""
+    query_vector = objective_vector = None
+    if inputs.use_dense and index.dense is not None:
+        if inputs.work_frame.objective:
+            query_vector, objective_vector = embed_queries([inputs.query, inputs.work_frame.objective])
+        else:
+            query_vector = embed_query(inputs.query)
+    return SelectionRequest(
+        project_frame=inputs.project_frame,
+        work_frame=inputs.work_frame,
+        query=inputs.query,
+        budget_tokens=inputs.budget_tokens,
+        condition=inputs.condition,
+        standpoint=inputs.standpoint,
+        query_vector=query_vector,
+        objective_vector=objective_vector,
+        ledger=inputs.ledger,
+        routing=inputs.routing,
+        local_units=inputs.local_units,
+    )
+
+
+def selection_run(
+    inputs: SelectionInputs, index: CorpusIndex, *, config: EngineConfig | None = None
+) -> SelectionResult:
+    """Build the request and run the engine: the one path from resolved inputs to a result."""
+    try:
+        return select(selection_request(inputs, index), index, config)
+    except ValueError as error:
+        raise SelectionError(str(error)) from error
+
+
+@dataclass(frozen=True)
 class Selection:
     result: SelectionResult
     trace: Trace | None
@@ -68,8 +135,6 @@ class Selection:
 
 def frame_for(project: Project, frame_version=None):
     """(number, engine ProjectFrame) of a FrameVersion, or of the current promoted one."""
-    from governance.selectors import current_frame_version
-
     version = frame_version or current_frame_version(project=project)
     if version is None:
         raise SelectionError(f'project "{project.slug}" has no promoted frame version')
@@ -104,29 +169,19 @@ def run_selection(
     routing = routing or RoutingInputs()
     number, project_frame = frame_for(project, frame_version)
     index = store.corpus_index(project.corpus_id)
-    query_vector = objective_vector = None
-    if use_dense and index.dense is not None:
-        if work_frame.objective:
-            query_vector, objective_vector = embed_queries([query, work_frame.objective])
-        else:
-            query_vector = embed_query(query)
-    request = SelectionRequest(
+    inputs = SelectionInputs(
         project_frame=project_frame,
         work_frame=work_frame,
         query=query,
         budget_tokens=budget_tokens,
         condition=condition,
         standpoint=standpoint,
-        query_vector=query_vector,
-        objective_vector=objective_vector,
         ledger=ledger,
+        use_dense=use_dense,
         routing=routing,
         local_units=store.local_units_for(user=user, project=project) if not routing.no_local else (),
     )
-    try:
-        result = select(request, index)
-    except ValueError as error:
-        raise SelectionError(str(error)) from error
+    result = selection_run(inputs, index)
     trace = trace_write(result, project=project, frame_version=number, task=task, source=source) if persist else None
     return Selection(result=result, trace=trace, project_frame=project_frame)
 
@@ -227,15 +282,6 @@ def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[TraceCandidate]]:
     return trace, rows
 
 
-def trace_result(trace: Trace) -> SelectionResult:
-    """Rebuild the engine's SelectionResult from a stored trace (for diffs, replays, verify)."""
-    from selection.engine.types import ContextBundle, ContextTrace
-
-    doc = dict(trace.header)
-    doc["candidates"] = [c.record for c in trace.candidates.order_by("position")]
-    return SelectionResult(bundle=ContextBundle.from_dict(trace.bundle), trace=ContextTrace.from_dict(doc))
-
-
 def replay_task(
     *,
     task: Task,
@@ -246,8 +292,6 @@ def replay_task(
     persist: bool = True,
 ) -> Selection:
     """Replay one corpus task: its declared work frame (or another work type), query and budget."""
-    from .scoring import ledger_for_task
-
     work_frame = store.work_frame_for_task(task, work_type=work_type)
     return run_selection(
         project=task.project,
@@ -268,14 +312,12 @@ def replay_task(
 
 def trace_replay(*, trace: Trace, actor, source: str = "replay") -> Trace:
     """Replay a stored trace's work frame, query, budget, standpoint and condition under today's
-    promoted frame; the new trace and its audit entry are written together."""
-    from governance.services import audit_record
-
-    engine_trace = trace_result(trace).trace
+    promoted frame; the new trace and its audit entry are written together. Needs a lead or a
+    reviewer of the trace's project (authority.access.access_replay)."""
+    access.access_replay(actor, trace.project)
+    engine_trace = store.trace_result(trace).trace
     ledger = None
     if engine_trace.condition == "CO" and trace.task_id:
-        from .scoring import ledger_for_task
-
         ledger = ledger_for_task(trace.task)
     with transaction.atomic():
         selection = run_selection(

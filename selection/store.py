@@ -8,15 +8,25 @@ from dataclasses import replace
 
 import numpy as np
 
+from authority.selectors import frame_version_by_id
 from selection.corpus.frames import check_frame
 from selection.corpus.issues import CorpusError
 from selection.corpus.places import Place, Report
 from selection.corpus.routing import routing_inputs_of
 from selection.engine.index import CorpusIndex
 from selection.engine.routing.types import RoutingInputs
-from selection.engine.types import OpenLoop, ProjectFrame, Unit, WorkFrame, WorkSignal
+from selection.engine.types import (
+    ContextBundle,
+    ContextTrace,
+    OpenLoop,
+    ProjectFrame,
+    SelectionResult,
+    Unit,
+    WorkFrame,
+    WorkSignal,
+)
 
-from .models import Corpus, LocalUnit, MemoryUnit, Project, Task, UnitLink
+from .models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink
 
 _INDEX_CACHE: OrderedDict[int, CorpusIndex] = OrderedDict()
 _INDEX_CACHE_SIZE = 4
@@ -47,9 +57,7 @@ def frame_of_version(version_id: int, *, version=None) -> tuple[int, ProjectFram
     if cached is not None:
         return cached
     if version is None:
-        from governance.models import FrameVersion
-
-        version = FrameVersion.objects.select_related("project").get(pk=version_id)
+        version = frame_version_by_id(version_id=version_id)
     frame = frame_from_snapshot(project=version.project, number=version.number, snapshot=version.snapshot)
     parsed = (version.number, frame)
     with _index_lock:
@@ -95,7 +103,7 @@ def unit_from_values(values: dict, project_slug: str, links: dict[str, list[str]
     )
 
 
-_UNIT_FIELDS = (
+UNIT_FIELDS = (
     "id",
     "uid",
     "project_id",
@@ -119,7 +127,7 @@ def load_units(
 ) -> tuple[list[Unit], np.ndarray | None]:
     slugs = dict(Project.objects.filter(corpus_id=corpus_id).values_list("id", "slug"))
     links = unit_links(corpus_id)
-    fields = _UNIT_FIELDS + (("embedding",) if with_vectors else ())
+    fields = UNIT_FIELDS + (("embedding",) if with_vectors else ())
     units: list[Unit] = []
     vectors: list[np.ndarray] = []
     missing_vector = False
@@ -211,3 +219,26 @@ def work_frame_for_task(task: Task, *, work_type: str | None = None) -> WorkFram
         establishment="declared",
         cites=cites,
     )
+
+
+def units_by_uid(*, corpus_id: int, uids) -> dict[str, Unit]:
+    """Engine Units for a few unit ids of a corpus (near misses, counterfactual pages)."""
+    uids = sorted(set(uids))
+    if not uids:
+        return {}
+    rows = list(MemoryUnit.objects.filter(corpus_id=corpus_id, uid__in=uids).values(*UNIT_FIELDS, "project__slug"))
+    links: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for source_id, kind, target in (
+        UnitLink.objects.filter(source_id__in=[r["id"] for r in rows])
+        .order_by("source_id", "kind", "position")
+        .values_list("source_id", "kind", "target__uid")
+    ):
+        links[source_id][kind].append(target)
+    return {r["uid"]: unit_from_values(r, r["project__slug"], links.get(r["id"], {})) for r in rows}
+
+
+def trace_result(trace: Trace) -> SelectionResult:
+    """The engine's SelectionResult rebuilt from a stored trace (diffs, replays, verification)."""
+    doc = dict(trace.header)
+    doc["candidates"] = [c.record for c in trace.candidates.order_by("position")]
+    return SelectionResult(bundle=ContextBundle.from_dict(trace.bundle), trace=ContextTrace.from_dict(doc))

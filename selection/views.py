@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from governance import access
+from authority.selectors import current_frame_version
 from selection.engine.explain import trace_diff
 from selection.engine.types import SIGNAL_NAMES
 
@@ -291,7 +291,7 @@ def trace_counterfactual(request, pk: int, unit_uid: str):
 def _diff_context(request, a_pk: int, b_pk: int) -> dict:
     a, _ = selectors.readable_trace(user=request.user, pk=a_pk)
     b, _ = selectors.readable_trace(user=request.user, pk=b_pk)
-    ra, rb = services.trace_result(a), services.trace_result(b)
+    ra, rb = selectors.trace_result(a), selectors.trace_result(b)
     return {"a": a, "b": b, "diff": trace_diff(ra.trace, rb.trace)}
 
 
@@ -308,7 +308,6 @@ def trace_diff_view(request):
 def trace_now(request, pk: int):
     trace, caps = selectors.readable_trace(user=request.user, pk=pk)
     if request.method == "POST":
-        access.access_replay(request.user, trace.project)
         replay = services.trace_replay(trace=trace, actor=request.user, source=REPLAY_SOURCE)
         return redirect(f"{reverse('trace-now', args=[trace.pk])}?replay={replay.pk}")
     replay_pk = _int(request.GET.get("replay", ""))
@@ -319,8 +318,6 @@ def trace_now(request, pk: int):
 
 
 def _current_version(trace):
-    from governance.selectors import current_frame_version
-
     return current_frame_version(project=trace.project)
 
 
@@ -335,7 +332,7 @@ CSV_EXTRA = ("item_id", "eligible", "eligibility_detail", "budget_spent", "pulle
 def trace_export(request, pk: int, fmt: str):
     trace, _ = selectors.readable_trace(user=request.user, pk=pk)
     if fmt == "json":
-        doc = services.trace_result(trace).trace.as_dict()
+        doc = selectors.trace_result(trace).trace.as_dict()
         response = JsonResponse(doc, json_dumps_params={"indent": 1})
         response["Content-Disposition"] = f'attachment; filename="trace-{trace.pk}.json"'
         return response

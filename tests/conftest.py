@@ -13,7 +13,7 @@ pytest_plugins = ["tests.browser"]
 @pytest.fixture
 def make_project(db):
     """A corpus + project with a promoted frame version 1, built through the models."""
-    from governance.models import FrameVersion, Promotion
+    from authority.models import FrameVersion, Promotion
     from selection.models import Corpus, Project
 
     def make(slug: str = "alpha", corpus: str | None = None, frame: dict | None = None):

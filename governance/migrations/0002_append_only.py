@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from governance.db import append_only
+from authority.db import append_only
 
 
 class Migration(migrations.Migration):

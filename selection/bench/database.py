@@ -13,7 +13,8 @@ import numpy as np
 from django.db import connection, transaction
 from pgvector.psycopg import register_vector
 
-from governance.models import FrameVersion, Promotion, Proposal, ProposalState
+from authority.models import FrameVersion, Promotion
+from governance.models import Proposal, ProposalState
 from governance.services import audit_record
 from selection.models import Corpus, LedgerEntry, MemoryUnit, Project, Task
 

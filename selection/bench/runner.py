@@ -274,9 +274,9 @@ def time_backtest(stored, workers: int) -> dict:
     (what a Celery worker with --concurrency=N runs), each replay writing its trace and metrics."""
     from django.db import connections
 
+    from authority.models import FrameVersion
     from backtest import services as backtest_services
     from backtest.models import Backtest, BacktestStatus, ReplaySide
-    from governance.models import FrameVersion
     from selection import services, store
     from selection.engine.pipeline import ENGINE_VERSION
     from selection.models import Task

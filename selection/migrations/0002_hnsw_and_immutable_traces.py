@@ -2,7 +2,7 @@ import os
 
 from django.db import migrations
 
-from governance.db import append_only
+from authority.db import append_only
 
 INDEX = "selection_memoryunit_embedding_hnsw_384"
 

@@ -57,7 +57,7 @@ def sift(context_lab):
 @pytest.fixture
 def sift_users(sift, django_user_model):
     """lead, reviewer, auditor of sift (password "pw-<name>"), and an outsider with no role."""
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
 
     users = {}
     for name in ("lead", "reviewer", "auditor", "outsider"):

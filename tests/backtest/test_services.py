@@ -6,10 +6,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from authority.access import AccessDenied
+from authority.models import AuditEntry
 from backtest import services
 from backtest.models import Backtest, BacktestDecision, BacktestStatus, TaskReplay
-from governance.access import AccessDenied
-from governance.models import AuditEntry, ProposalState
+from backtest.taskset import task_set_digest
+from governance.models import ProposalState
 from selection.models import Task, Trace
 
 from .conftest import proposal
@@ -35,7 +37,7 @@ def test_enqueue_binds_the_backtest_and_queues_the_chord_on_commit(sift, django_
     assert backtest.condition == "C6" and backtest.status == BacktestStatus.QUEUED
     assert backtest.gates["primary"] == "must_include_recall"
     assert {"metric": "precision", "max_drop": 0.02} in backtest.gates["limits"]
-    assert backtest.task_set_digest == services.backtest_task_set_digest(project=sift)
+    assert backtest.task_set_digest == task_set_digest(project=sift)
     entry = AuditEntry.objects.get(action="backtest.started")
     assert entry.actor_label == "system" and entry.object_id == str(backtest.pk)
     target.refresh_from_db()
@@ -43,11 +45,11 @@ def test_enqueue_binds_the_backtest_and_queues_the_chord_on_commit(sift, django_
 
 
 def test_the_task_set_digest_follows_queries_and_ledgers(sift):
-    before = services.backtest_task_set_digest(project=sift)
-    assert before == services.backtest_task_set_digest(project=sift)
+    before = task_set_digest(project=sift)
+    assert before == task_set_digest(project=sift)
     task = Task.objects.filter(project=sift).order_by("position").first()
     Task.objects.filter(pk=task.pk).update(query=task.query + " (reworded)")
-    assert services.backtest_task_set_digest(project=sift) != before
+    assert task_set_digest(project=sift) != before
 
 
 def test_replaying_the_same_task_twice_writes_one_result(sift):
@@ -124,12 +126,11 @@ def test_a_lead_proposing_starts_a_backtest_and_others_cannot(sift, sift_users, 
 
 
 def test_a_broker_failure_marks_the_backtest_errored(sift, monkeypatch, django_capture_on_commit_callbacks):
-    from backtest import tasks
 
     def refuse(backtest_id):
         raise ConnectionError("broker unreachable")
 
-    monkeypatch.setattr(tasks, "launch_chord", refuse)
+    monkeypatch.setattr(services, "launch_chord", refuse)
     target = proposal("wider-class-pull")
     with django_capture_on_commit_callbacks(execute=True):
         backtest = services.backtest_enqueue(proposal=target, requested_by=None)

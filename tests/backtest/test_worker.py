@@ -7,9 +7,10 @@ import json
 import pytest
 from django.core.management import call_command
 
+from authority.models import AuditEntry
 from backtest import services
 from backtest.models import BacktestStatus, TaskReplay
-from governance.models import AuditEntry, ProposalState
+from governance.models import ProposalState
 
 from .conftest import proposal, wait_finished
 
@@ -84,7 +85,7 @@ def test_the_cli_refuses_without_a_worker_on_its_queue(sift, settings):
 
 def test_a_replay_failing_for_good_ends_the_backtest_in_error(celery_worker_process, sift):
     from backtest.models import Backtest
-    from backtest.tasks import launch_chord
+    from backtest.services import launch_chord
 
     target = proposal("wider-class-pull")
     first = services.backtest_enqueue(proposal=target, requested_by=None)

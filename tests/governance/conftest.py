@@ -44,7 +44,7 @@ def project(make_project):
 
 @pytest.fixture
 def grant(db):
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
 
     def give(user, project, role):
         RoleGrant.objects.create(user=user, project=project, role=role)
@@ -89,7 +89,7 @@ def submit(project, users):
 def make_backtest():
     """A backtest row as the backtest app would leave it, written straight through the models."""
     from backtest.models import Backtest, BacktestDecision
-    from governance.selectors import current_engine_version, current_task_set_digest
+    from backtest.selectors import current_engine_version, current_task_set_digest
 
     def make(
         proposal,
@@ -130,8 +130,9 @@ def make_backtest():
 @pytest.fixture
 def counts():
     """Row counts of every table a governance write touches."""
+    from authority.models import AuditEntry, FrameVersion, Promotion
     from backtest.models import Approval
-    from governance.models import AuditEntry, FrameVersion, Promotion, Proposal
+    from governance.models import Proposal
 
     def snapshot():
         return {

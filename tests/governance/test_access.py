@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from governance import access
+from authority import access
 
 
 def test_roles_are_per_project(project, users, grant):

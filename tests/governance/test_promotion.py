@@ -7,14 +7,19 @@ import threading
 import pytest
 from django.db import connection
 
+from authority import selectors
+from authority import services as authority_services
+from authority.access import AccessDenied
+from authority.models import AuditEntry, FrameVersion, Promotion
+from backtest import selectors as backtest_selectors
+from backtest import services as backtest_services
 from backtest.models import Approval
-from governance import selectors, services
-from governance.access import AccessDenied
-from governance.models import AuditEntry, FrameVersion, Promotion, Proposal
+from governance import services
+from governance.models import Proposal
 
 
 def approve(backtest, users, verdict="approve", comment="looks right"):
-    return services.backtest_review(
+    return backtest_services.backtest_review(
         backtest=backtest, reviewer=users["reviewer"], verdict=verdict, comment=comment
     )
 
@@ -47,7 +52,7 @@ def test_rejection_needs_a_comment_and_sets_the_state(submit, make_backtest, use
     proposal = submit()
     backtest = make_backtest(proposal)
     before = counts()
-    with pytest.raises(services.ReviewRefused, match="comment"):
+    with pytest.raises(backtest_services.ReviewRefused, match="comment"):
         approve(backtest, users, verdict="reject", comment="  ")
     assert counts() == before
     approve(backtest, users, verdict="reject", comment="precision drops")
@@ -68,7 +73,7 @@ def test_only_a_finished_decided_backtest_may_be_approved(
 ):
     backtest = make_backtest(submit(), **kwargs)
     before = counts()
-    with pytest.raises(services.ReviewRefused, match=message):
+    with pytest.raises(backtest_services.ReviewRefused, match=message):
         approve(backtest, users)
     assert counts() == before
 
@@ -77,12 +82,12 @@ def test_a_backtest_is_reviewed_once_and_only_the_latest(submit, make_backtest, 
     proposal = submit()
     old = make_backtest(proposal)
     approve(old, users)
-    with pytest.raises(services.ReviewRefused, match="already reviewed"):
+    with pytest.raises(backtest_services.ReviewRefused, match="already reviewed"):
         approve(old, users)
     newer = make_backtest(proposal)
     older_unreviewed = make_backtest(proposal, digest="x")
     assert older_unreviewed.pk > newer.pk  # created last, so it is the latest
-    with pytest.raises(services.ReviewRefused, match="not the proposal's latest"):
+    with pytest.raises(backtest_services.ReviewRefused, match="not the proposal's latest"):
         approve(newer, users)
 
 
@@ -91,7 +96,7 @@ def test_only_a_reviewer_may_review(submit, make_backtest, users, counts, role):
     backtest = make_backtest(submit())
     before = counts()
     with pytest.raises(AccessDenied):
-        services.backtest_review(
+        backtest_services.backtest_review(
             backtest=backtest, reviewer=users[role], verdict="approve", comment=""
         )
     assert counts() == before
@@ -167,7 +172,7 @@ def test_a_newer_backtest_without_approval_blocks_promotion(ready, make_backtest
 
 
 def test_an_approval_under_another_engine_blocks_promotion(ready, users, counts, monkeypatch):
-    monkeypatch.setattr(selectors, "current_engine_version", lambda: "engine-2")
+    monkeypatch.setattr(backtest_selectors, "current_engine_version", lambda: "engine-2")
     _refused(ready, users, counts, "engine is engine-2 now")
 
 
@@ -190,7 +195,7 @@ def test_an_approval_bound_to_another_task_set_blocks_promotion(
 
 
 def test_a_changed_task_set_blocks_promotion(ready, users, counts, monkeypatch):
-    monkeypatch.setattr(selectors, "current_task_set_digest", lambda project: "tasks-now")
+    monkeypatch.setattr(backtest_selectors, "current_task_set_digest", lambda project: "tasks-now")
     _refused(ready, users, counts, "task set changed")
 
 
@@ -207,7 +212,7 @@ def test_a_lost_sequence_race_is_a_clear_error_and_writes_nothing(
     project, ready, users, counts, monkeypatch
 ):
     # both attempts passed the checks; the other one committed sequence 2 first
-    monkeypatch.setattr(services, "_next_sequence", lambda project: 1)
+    monkeypatch.setattr(authority_services, "next_promotion_sequence", lambda project: 1)
     before = counts()
     with pytest.raises(services.PromotionConflict, match="another promotion"):
         services.proposal_promote(proposal=ready, lead=users["lead"])

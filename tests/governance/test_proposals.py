@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from authority.access import AccessDenied
+from authority.models import AuditEntry, FrameVersion
+from authority.selectors import current_frame_version
 from governance import services
-from governance.access import AccessDenied
-from governance.models import AuditEntry, FrameVersion, Proposal
+from governance.models import Proposal
 
 
 def test_submit_stores_a_new_version_over_the_current_one(project, users, submit, counts):
@@ -37,7 +39,7 @@ def test_submit_stores_a_new_version_over_the_current_one(project, users, submit
     )
     assert entry.payload["patch"] == proposal.patch
     # the current (promoted) version did not move
-    assert services.selectors.current_frame_version(project=project).number == 1
+    assert current_frame_version(project=project).number == 1
     assert submit().frame_version.number == 3
 
 
@@ -108,7 +110,7 @@ def test_the_audit_row_shares_the_transaction(submit, counts, monkeypatch):
 def test_a_stale_base_is_refused(project, submit, counts):
     stale = FrameVersion.objects.get(project=project, number=1)
     submit()
-    from governance.models import Promotion
+    from authority.models import Promotion
 
     Promotion.objects.create(
         project=project, frame_version=FrameVersion.objects.get(number=2), sequence=2

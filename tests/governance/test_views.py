@@ -9,9 +9,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from governance import services
+from authority.models import AuditEntry
+from authority.selectors import current_frame_version
+from backtest import services as backtest_services
 from governance.forms import ProposeForm
-from governance.models import AuditEntry, Proposal
+from governance.models import Proposal
 
 
 def login(client, user):
@@ -21,7 +23,7 @@ def login(client, user):
 
 def form_data(project, **changes):
     """What the propose page posts when the user edits only `changes`."""
-    base = services.selectors.current_frame_version(project=project)
+    base = current_frame_version(project=project)
     form = ProposeForm(base=base.snapshot, declared=["alpha", "beta"])
     data = {}
     for name, field in form.fields.items():
@@ -214,7 +216,7 @@ def test_review_post_by_a_non_reviewer_is_403_and_writes_nothing(
 @pytest.mark.parametrize("role", ["auditor", "reviewer", "root", "outsider"])
 def test_promote_post_by_a_non_lead_is_403_and_writes_nothing(client, users, counts, tested, role):
     proposal, backtest = tested
-    services.backtest_review(
+    backtest_services.backtest_review(
         backtest=backtest, reviewer=users["reviewer"], verdict="approve", comment=""
     )
     before = counts()
@@ -240,7 +242,7 @@ def test_review_then_promote_through_the_pages(client, project, users, tested):
     assert "Promotion is not possible" not in html
     response = client.post(reverse("proposal-promote", args=[proposal.pk]), follow=True)
     assert "v2 is now current for alpha" in response.content.decode()
-    assert services.selectors.current_frame_version(project=project).number == 2
+    assert current_frame_version(project=project).number == 2
 
 
 def test_a_refused_review_shows_why(client, users, submit, make_backtest):

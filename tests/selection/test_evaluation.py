@@ -331,7 +331,7 @@ def test_the_command_refuses_what_it_cannot_evaluate(tmp_path):
 
 @pytest.fixture
 def people(lab, db, django_user_model):
-    from governance.models import Role, RoleGrant
+    from authority.models import Role, RoleGrant
     from selection.models import Project
 
     sift = Project.objects.get(slug="sift")
@@ -401,7 +401,7 @@ def test_only_a_lead_runs_an_evaluation(client, people, lab):
 
 
 def test_the_service_refuses_an_actor_who_is_not_a_lead(people, lab):
-    from governance.access import AccessDenied
+    from authority.access import AccessDenied
 
     with pytest.raises(AccessDenied):
         evaluation_run(corpus="context-lab", conditions="C0", actor=people["auditor"])

@@ -10,7 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
 
-from governance.models import AuditEntry, FrameVersion, Promotion, Proposal
+from authority.models import AuditEntry, FrameVersion, Promotion
+from governance.models import Proposal
 from selection import embeddings, importing
 from selection.corpus import CorpusError, read_corpus
 from selection.exporting import corpus_data, corpus_export

@@ -272,7 +272,7 @@ def test_task_routing_block_errors_name_file_line_and_field(db, tmp_path):
 def test_trace_page_and_diff_show_completeness_dispositions_and_refusal(rlab, client, django_user_model):
     from django.urls import reverse
 
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
     from selection.models import Project
 
     auditor = django_user_model.objects.create_user("aud")

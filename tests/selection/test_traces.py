@@ -164,12 +164,12 @@ class Lab:
         )
 
     def version(self, number: int):
-        from governance.models import FrameVersion
+        from authority.models import FrameVersion
 
         return FrameVersion.objects.get(project=self.project, number=number)
 
     def promote(self, number: int):
-        from governance.models import Promotion
+        from authority.models import Promotion
 
         sequence = Promotion.objects.filter(project=self.project).count() + 1
         Promotion.objects.create(project=self.project, frame_version=self.version(number), sequence=sequence)
@@ -205,7 +205,7 @@ def lab(db, tmp_path):
 
 @pytest.fixture
 def people(lab, django_user_model):
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
 
     out = {}
     for role in ("lead", "reviewer", "auditor"):
@@ -298,7 +298,7 @@ def test_filters_narrow_the_table(lab, auditor_client):
 
 
 def test_sorting_orders_the_table_and_htmx_gets_only_the_table(lab, auditor_client):
-    from selection.services import trace_result
+    from selection.store import trace_result
 
     trace = lab.select().trace
     records = trace_result(trace).trace.candidates
@@ -401,8 +401,8 @@ def test_loss_funnel_per_trace_and_summed(lab, auditor_client):
 
 def test_backtest_funnels_sum_each_side(lab, people):
     from backtest.models import Backtest, TaskReplay
+    from backtest.selectors import backtest_funnels
     from governance.models import Proposal
-    from selection.selectors import backtest_funnels
 
     proposal = Proposal.objects.get(project=lab.project)
     backtest = Backtest.objects.create(
@@ -425,7 +425,8 @@ def test_backtest_funnels_sum_each_side(lab, people):
 
 def test_near_misses_show_cost_and_what_would_give_way(lab, auditor_client):
     from selection.engine.explain import item_members, render_trace_item
-    from selection.selectors import trace_explained, units_by_uid
+    from selection.selectors import trace_explained
+    from selection.store import units_by_uid
 
     trace = lab.select().trace
     explained = trace_explained(trace)
@@ -477,7 +478,7 @@ def test_counterfactual_finds_the_smallest_budget_increase(lab, auditor_client):
 
 
 def test_counterfactual_moves_an_absent_class_into_the_work_type_list(lab, auditor_client):
-    from selection import services, store
+    from selection import store
 
     trace = lab.select().trace
     html = auditor_client.get(reverse("trace-counterfactual", args=[trace.pk, "p1"])).content.decode()
@@ -490,7 +491,7 @@ def test_counterfactual_moves_an_absent_class_into_the_work_type_list(lab, audit
     # recompute with the engine: k places up admits p1, k - 1 does not
     from selection.engine.counterfactual import _with_classes  # noqa: PLC2701
 
-    result = services.trace_result(trace)
+    result = store.trace_result(trace)
     frame = result.trace.project_frame
     listed = list(frame.classes_for("review"))
 
@@ -511,10 +512,11 @@ def test_counterfactual_moves_an_absent_class_into_the_work_type_list(lab, audit
 
 
 def store_request(lab, trace):
+    from selection import store
     from selection.selectors import stored_request
-    from selection.services import trace_result
+    from selection.store import trace_result
 
-    return stored_request(trace, trace_result(trace))
+    return stored_request(trace, trace_result(trace), store.corpus_index(trace.project.corpus_id))
 
 
 def test_counterfactual_of_an_admitted_unit_says_nothing_needs_to_change(lab, auditor_client):
@@ -557,7 +559,7 @@ def test_then_and_now_refuses_auditors_and_writes_nothing(lab, people, client):
     before = Trace.objects.count()
     assert client.post(reverse("trace-now", args=[trace.pk])).status_code == 403
     assert Trace.objects.count() == before
-    from governance.models import AuditEntry
+    from authority.models import AuditEntry
 
     assert not AuditEntry.objects.filter(action="trace.replayed").exists()
 
@@ -581,7 +583,7 @@ def test_then_and_now_replays_under_todays_frame_side_by_side(lab, people, clien
     )
     html = client.get(response["Location"]).content.decode()
     assert 'id="diff-admitted"' in html and '<td class="mark-added-soft">v2</td>' in html
-    from governance.models import AuditEntry
+    from authority.models import AuditEntry
 
     entry = AuditEntry.objects.get(action="trace.replayed")
     assert (entry.actor, entry.payload) == (people[role], {"from_trace": trace.pk, "to_trace": replay.pk})
@@ -607,7 +609,7 @@ def test_roles_outside_the_project_see_nothing(lab, people, client):
 
 def test_export_json_round_trips_and_csv_has_one_row_per_candidate(lab, auditor_client):
     from selection.engine.types import ContextTrace
-    from selection.services import trace_result
+    from selection.store import trace_result
 
     trace = lab.select().trace
     response = auditor_client.get(reverse("trace-export", args=[trace.pk, "json"]))

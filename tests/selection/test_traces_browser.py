@@ -70,7 +70,7 @@ def test_trace_journey(browser, live_server, client, tmp_path, django_user_model
     from selenium.webdriver.support.select import Select
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from governance.models import RoleGrant
+    from authority.models import RoleGrant
 
     lab = _lab_module().Lab(tmp_path)
     other = lab.select(frame_version=lab.version(2)).trace

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from backtest import gates, selectors, services
 from backtest.models import Backtest, BacktestStatus
+from governance.celery import app
 from governance.models import Proposal
 from governance.services import GovernanceError
 from selection.models import Corpus
@@ -24,8 +25,6 @@ from selection.models import Corpus
 
 def worker_queues(timeout: float = 2.0) -> dict[str, list[str]]:
     """Worker name -> queues it consumes, for every worker that answers within `timeout`."""
-    from governance.celery import app
-
     replies = app.control.inspect(timeout=timeout).active_queues() or {}
     return {name: [q["name"] for q in queues] for name, queues in replies.items()}
 

@@ -17,8 +17,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from authority.models import Role, RoleGrant
 from governance import embedded
-from governance.models import Role, RoleGrant
 from selection.models import Project
 
 DEMO_ACCOUNTS = (("lead", Role.LEAD), ("reviewer", Role.REVIEWER), ("auditor", Role.AUDITOR))

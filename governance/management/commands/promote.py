@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from authority.access import AccessDenied
 from governance import services
-from governance.access import AccessDenied
 from governance.management.commands.propose import _user
 from governance.models import Proposal
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from authority.access import AccessDenied
 from governance import services
-from governance.access import AccessDenied
 from selection.models import Project
 
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 
-from selection.models import Project
-
 from .models import Role, RoleGrant
 
 
@@ -54,7 +52,7 @@ def _active(user) -> bool:
     return user is not None and getattr(user, "is_authenticated", False) and user.is_active
 
 
-def capabilities(user, project: Project) -> Capabilities:
+def capabilities(user, project) -> Capabilities:
     """One query: the user's roles in the project (superusers read all, but write only by grant)."""
     if not _active(user):
         return Capabilities(frozenset())
@@ -68,7 +66,7 @@ def _who(user) -> str:
     return getattr(user, "username", None) or "anonymous"
 
 
-def _require(user, project: Project, allowed: str, role: Role, action: str) -> Capabilities:
+def _require(user, project, allowed: str, role: Role, action: str) -> Capabilities:
     caps = capabilities(user, project)
     if not getattr(caps, allowed):
         raise AccessDenied(
@@ -78,7 +76,7 @@ def _require(user, project: Project, allowed: str, role: Role, action: str) -> C
     return caps
 
 
-def access_read(user, project: Project) -> Capabilities:
+def access_read(user, project) -> Capabilities:
     """Any role in the project, or a superuser, may read all of it; returns what else they may."""
     caps = capabilities(user, project)
     if not caps.can_read:
@@ -86,19 +84,19 @@ def access_read(user, project: Project) -> Capabilities:
     return caps
 
 
-def access_propose(user, project: Project) -> Capabilities:
+def access_propose(user, project) -> Capabilities:
     return _require(user, project, "can_propose", Role.LEAD, "propose a frame change")
 
 
-def access_promote(user, project: Project) -> Capabilities:
+def access_promote(user, project) -> Capabilities:
     return _require(user, project, "can_promote", Role.LEAD, "promote a frame version")
 
 
-def access_review(user, project: Project) -> Capabilities:
+def access_review(user, project) -> Capabilities:
     return _require(user, project, "can_review", Role.REVIEWER, "approve or reject a backtest")
 
 
-def access_replay(user, project: Project) -> Capabilities:
+def access_replay(user, project) -> Capabilities:
     """Replay a stored trace under today's frame (writes a new trace): a lead or a reviewer."""
     caps = capabilities(user, project)
     if not caps.can_replay:
@@ -109,13 +107,15 @@ def access_replay(user, project: Project) -> Capabilities:
     return caps
 
 
-def readable_projects(user) -> QuerySet[Project]:
-    """The projects `user` may read: all for a superuser, else those where they hold any role."""
+def readable_projects(user, projects: QuerySet) -> QuerySet:
+    """Of `projects` (a Project queryset), those `user` may read: all for a superuser, else those
+    where they hold any role. The caller passes the queryset: this layer sits below the models
+    that own projects."""
     if not _active(user):
-        return Project.objects.none()
+        return projects.none()
     if user.is_superuser:
-        return Project.objects.all()
-    return Project.objects.filter(role_grants__user=user).distinct()
+        return projects
+    return projects.filter(role_grants__user=user).distinct()
 
 
 def reads_unscoped_audit(user) -> bool:
