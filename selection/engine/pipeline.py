@@ -130,7 +130,7 @@ def select(
         routing = replace(
             routing,
             conflicts=structural_conflicts(
-                tuple(index.units) + tuple(request.local_units), among=admitted, standpoint=standpoint
+                index.units, among=admitted, standpoint=standpoint, extra=request.local_units
             ),
             budget_omissions=tuple(
                 u.id for u in envelope if u.id not in frozenset(admitted)

@@ -7,6 +7,8 @@ explicit overlay loads. Everything else is ordinary evidence for the ranked ladd
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -43,24 +45,77 @@ def _active(unit: Unit, superseded: frozenset[str], standpoint: datetime | None)
     return True
 
 
+class RoutingCorpus:
+    """What routing reads of a corpus, computed once per units tuple: a selection then costs
+    O(governed units), not O(corpus)."""
+
+    def __init__(self, units: Sequence[Unit]):
+        self.units = units
+        self.superseded = superseded_ids(units)
+        self.by_id = {u.id: u for u in units}
+        governed: dict[str, list[Unit]] = {}
+        owners: dict[tuple[str, str, str], list[Unit]] = {}
+        for u in units:
+            if u.id in self.superseded:
+                continue
+            if u.root or u.paths:
+                governed.setdefault(u.project, []).append(u)
+            if u.subject and u.facet:
+                owners.setdefault((u.project, u.subject, u.facet), []).append(u)
+        self.root_and_areas = {p: tuple(sorted(us, key=lambda u: u.id)) for p, us in governed.items()}
+        self.owners = {k: tuple(sorted(us, key=lambda u: u.id)) for k, us in owners.items()}
+
+    def own(self, uid: str, project: str) -> Unit | None:
+        """The unit `uid` when it belongs to `project` and nothing supersedes it."""
+        unit = self.by_id.get(uid)
+        if unit is None or unit.project != project or uid in self.superseded:
+            return None
+        return unit
+
+
+_CORPORA: OrderedDict[int, RoutingCorpus] = OrderedDict()
+_CORPORA_SIZE = 8
+_corpora_lock = threading.Lock()
+
+
+def routing_corpus(units: Sequence[Unit]) -> RoutingCorpus:
+    """The RoutingCorpus of `units` (an index's immutable tuple), cached by identity."""
+    key = id(units)
+    with _corpora_lock:
+        cached = _CORPORA.get(key)
+        if cached is not None and cached.units is units:
+            _CORPORA.move_to_end(key)
+            return cached
+    corpus = RoutingCorpus(units)
+    with _corpora_lock:
+        _CORPORA[key] = corpus  # holds `units`, so the id cannot be reused while cached
+        while len(_CORPORA) > _CORPORA_SIZE:
+            _CORPORA.popitem(last=False)
+    return corpus
+
+
 def structural_conflicts(
     units: Sequence[Unit],
     *,
     among: Iterable[str] | None = None,
     standpoint: datetime | None = None,
+    extra: Sequence[Unit] = (),
 ) -> tuple[Conflict, ...]:
     """Active units sharing project, subject and facet with no supersession between them.
 
-    `among` restricts the check to those ids (the units a selection would load); activity is
-    always judged against the whole corpus. Nothing is tie-broken: every member is listed.
+    `among` restricts the check to those ids (the units a selection would load; `extra` are units
+    outside `units`, such as local overlay units); activity is always judged against the whole
+    corpus. Nothing is tie-broken: every member is listed.
     """
-    superseded = superseded_ids(units)
-    wanted = None if among is None else frozenset(among)
+    corpus = routing_corpus(units)
+    if among is None:
+        candidates: Iterable[Unit] = list(units) + list(extra)
+    else:
+        local = {u.id: u for u in extra}
+        candidates = [u for uid in dict.fromkeys(among) if (u := corpus.by_id.get(uid) or local.get(uid))]
     groups: dict[tuple[str, str, str], list[str]] = {}
-    for u in units:
-        if not (u.subject and u.facet) or (wanted is not None and u.id not in wanted):
-            continue
-        if _active(u, superseded, standpoint):
+    for u in candidates:
+        if u.subject and u.facet and _active(u, corpus.superseded, standpoint):
             groups.setdefault((u.project, u.subject, u.facet), []).append(u.id)
     return tuple(
         Conflict(ConflictCode.SUBJECT_FACET_CONFLICT.value, tuple(sorted(ids)), *key)
@@ -111,14 +166,13 @@ def route(
         incomplete = True
         problems.append("no task category declared; the frame routes by task category")
 
-    superseded = superseded_ids(units)
-    own = {u.id: u for u in units if u.project == project and u.id not in superseded}
+    corpus = routing_corpus(units)
     modules = dict(policy.modules)
 
     def resolve(name: str) -> tuple[str, ...]:
         if name in modules:
-            return tuple(sorted(uid for uid in modules[name] if uid in own))
-        return (name,) if name in own else ()
+            return tuple(sorted(uid for uid in modules[name] if corpus.own(uid, project)))
+        return (name,) if corpus.own(name, project) else ()
 
     explicit_ids = {uid: name for name in policy.explicit for uid in resolve(name)}
     overlay_ids: dict[str, str] = {}
@@ -154,11 +208,10 @@ def route(
     scoped = bool(paths or inputs.overlays)
     needs_scope = category.needs_scope if category is not None else True
     dispositions: dict[str, UnitDisposition] = {}
-    governed = sorted(
-        uid
-        for uid, u in own.items()
-        if u.root or u.paths or uid in explicit_ids or uid in task_ids or uid in other_task_ids or uid in overlay_ids
-    )
+    own = {u.id: u for u in corpus.root_and_areas.get(project, ())}
+    for uid in (*explicit_ids, *task_ids, *other_task_ids, *overlay_ids):
+        own[uid] = corpus.by_id[uid]
+    governed = sorted(own)
     area_skipped_for_scope = False
     for uid in governed:
         unit = own[uid]
@@ -216,7 +269,7 @@ def route(
     ]
     local, local_loaded = judge_local(units, local_units, project=project, standpoint=standpoint)
     envelope.extend(local_loaded)
-    conflicts = structural_conflicts(units, among=envelope, standpoint=standpoint)
+    conflicts = structural_conflicts(units, among=envelope, standpoint=standpoint, extra=local_units)
 
     if invalid:
         completeness = Completeness.INVALID
@@ -246,13 +299,16 @@ def judge_local(
     Rejected: a local unit that reuses a shared id, supersedes a shared unit, or claims the
     subject and facet of an active shared unit (a shared constraint or decision owns it).
     """
-    superseded = superseded_ids(units)
-    shared = {u.id: u for u in units}
-    owners = {
-        (u.subject, u.facet): u.id
-        for u in sorted(units, key=lambda u: u.id)
-        if u.project == project and u.subject and u.facet and _active(u, superseded, standpoint)
-    }
+    corpus = routing_corpus(units)
+    shared = corpus.by_id
+
+    def owner_of(u: Unit) -> str | None:
+        if not (u.subject and u.facet):
+            return None
+        owners = corpus.owners.get((project, u.subject, u.facet), ())
+        active = [o.id for o in owners if _active(o, corpus.superseded, standpoint)]
+        return active[0] if active else None
+
     out: list[LocalDisposition] = []
     loaded: list[str] = []
     for u in sorted(local_units, key=lambda u: u.id):
@@ -268,8 +324,7 @@ def judge_local(
                     f"would supersede shared unit {shared_hit}; only shared memory can",
                 )
             )
-        elif (u.subject, u.facet) in owners and u.subject and u.facet:
-            owner = owners[(u.subject, u.facet)]
+        elif owner := owner_of(u):
             out.append(
                 LocalDisposition(
                     u.id,
