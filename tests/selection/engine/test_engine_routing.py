@@ -297,3 +297,16 @@ def test_a_corpus_without_routing_gets_the_same_bundle_as_before():
     assert result.trace.routing.completeness == "COMPLETE"
     assert result.trace.routing.dispositions == ()
     assert all(c.stage != "routing" for c in result.trace.candidates)
+
+
+def test_verify_rerun_compares_routing_too():
+    from selection.engine.explain import check_rerun
+
+    index = CorpusIndex.build(routed_units())
+    stored = select(request(task_category="implementation", paths=("cli/a.py",)), index).trace
+    same = select(request(task_category="implementation", paths=("cli/a.py",)), index).trace
+    other = select(request(task_category="implementation", paths=("web/a.ts",)), index).trace
+    check = {c.name: c for c in check_rerun(stored, stored.bundle_digest, same)}["re-run routing"]
+    assert check.ok
+    check = {c.name: c for c in check_rerun(stored, stored.bundle_digest, other)}["re-run routing"]
+    assert not check.ok and "routing a-storage" in check.actual
