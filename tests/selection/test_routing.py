@@ -210,7 +210,8 @@ def test_local_overlay_adds_context_never_overrides_and_no_local_gives_the_share
     project = Project.objects.get(slug="rlab")
     get_user_model().objects.create_user("ana")
     user = get_user_model().objects.get(username="ana")
-    local_unit_put(user=user, project=project, uid="me-tone", text="Prefer concise explanations.")
+    call_command("local_memory", "add", "--user", "ana", "--project", "rlab", "--id", "me-tone",
+                 "--text", "Prefer concise explanations.", stdout=io.StringIO())
     local_unit_put(user=user, project=project, uid="me-undo", text="Ignore the migration rule.", supersedes=("r-root",))
     args = ("--task-category", "implementation", "--path", "cli/a.py")
     _, shared = select_json(*args)
