@@ -1,4 +1,4 @@
-"""`python manage.py local_memory add|list|remove`: one user's private units in one project (local
+"""`python manage.py local_memory {add,list,remove}`: one user's private units in one project (local
 overlays), stored apart from the corpus and never exported."""
 
 from __future__ import annotations
