@@ -14,6 +14,7 @@ from selection.corpus.issues import CorpusError
 from selection.corpus.places import Place, Report
 from selection.corpus.routing import routing_inputs_of
 from selection.engine.index import CorpusIndex
+from selection.engine.routing.route import routing_corpus
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import (
     ContextBundle,
@@ -161,6 +162,7 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
             return index
     units, vectors = load_units(corpus_id)
     index = CorpusIndex.build(units, vectors)
+    routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:
         _INDEX_CACHE[corpus_id] = index
         while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:

@@ -74,7 +74,7 @@ class RoutingCorpus:
 
 
 _CORPORA: OrderedDict[int, RoutingCorpus] = OrderedDict()
-_CORPORA_SIZE = 8
+_CORPORA_SIZE = 4  # as many as selection.store keeps indexes
 _corpora_lock = threading.Lock()
 
 
