@@ -107,20 +107,11 @@ def proposal_submit(
         warnings = frames.unknown_class_warnings(
             frame, carried=selectors.carried_classes(scope=scope), scope=scope
         )
-        version = frame_version_create(project=project, snapshot=frame, parent=base, author=author)
-        number = version.number
-        proposal = Proposal.objects.create(
-            project=project,
-            uid=uid,
-            title=title,
-            rationale=rationale or "",
-            patch=patch,
-            base_version=base,
-            frame_version=version,
-            warnings=warnings,
-            author=author,
-            state=ProposalState.PROPOSED,
+        proposal = _proposal_create(
+            project=project, base=base, frame=frame, patch=patch, title=title, rationale=rationale,
+            warnings=warnings, uid=uid, author=author,
         )
+        number = proposal.frame_version.number
         audit_record(
             actor=author,
             project=project,
@@ -136,6 +127,26 @@ def proposal_submit(
         )
         proposal_submitted.send(sender=Proposal, proposal=proposal, requested_by=author)
     return proposal
+
+
+def _proposal_create(
+    *, project: Project, base: FrameVersion, frame: dict, patch: Any, title: str, rationale: str,
+    warnings: list[str], uid: str, author,
+) -> Proposal:
+    """The proposal row and the immutable version it proposes; the caller audits."""
+    version = frame_version_create(project=project, snapshot=frame, parent=base, author=author)
+    return Proposal.objects.create(
+        project=project,
+        uid=uid,
+        title=title,
+        rationale=rationale or "",
+        patch=patch,
+        base_version=base,
+        frame_version=version,
+        warnings=warnings,
+        author=author,
+        state=ProposalState.PROPOSED,
+    )
 
 
 def proposal_sync_state(*, proposal: Proposal) -> Proposal:
@@ -220,18 +231,12 @@ def proposal_import(
     frame = merge_patch(base.snapshot, spec.patch)
     scope = list(frame.get("scope") or [project.slug])
     in_scope = set().union(*(carried.get(slug, set()) for slug in scope))
-    version = frame_version_create(project=project, snapshot=frame, parent=base, origin="proposal")
-    proposal = Proposal.objects.create(
-        project=project,
-        uid=spec.id,
-        title=spec.title,
-        rationale=spec.rationale,
-        patch=spec.patch,
-        base_version=base,
-        frame_version=version,
-        warnings=frames.unknown_class_warnings(frame, carried=in_scope, scope=scope),
-        state=ProposalState.PROPOSED,
+    proposal = _proposal_create(
+        project=project, base=base, frame=frame, patch=spec.patch, title=spec.title,
+        rationale=spec.rationale, warnings=frames.unknown_class_warnings(frame, carried=in_scope, scope=scope),
+        uid=spec.id, author=None,
     )
+    version = proposal.frame_version
     audit_record(
         actor=actor,
         project=project,
