@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .reason_codes import ReasonCode
 from .render import item_tokens, render_item
-from .routing.route import routing_header
+from .routing.report import routing_header
 from .types import SIGNAL_NAMES, CandidateRecord, ContextBundle, ContextTrace, Unit
 
 # --------------------------------------------------------------------------------------------

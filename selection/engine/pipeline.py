@@ -19,7 +19,8 @@ from .reason_codes import REASON_DISPOSITION, ReasonCode, Stage
 from .render import render_bundle
 from .retrieval import Pool, QueryHits, build_pool, search
 from .routing.codes import RouteCode
-from .routing.route import route, strict_refusal, structural_conflicts
+from .routing.report import strict_refusal
+from .routing.route import route, structural_conflicts
 from .routing.types import RoutingReport
 from .types import (
     SIGNAL_NAMES,

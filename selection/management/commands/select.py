@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from selection.engine.conditions import UnknownCondition, get_condition
-from selection.engine.routing.route import routing_summary, strict_refusal
+from selection.engine.routing.report import routing_summary, strict_refusal
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
 from selection.models import Project

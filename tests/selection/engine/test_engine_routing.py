@@ -11,7 +11,8 @@ from engine_testkit import ALPHA, mini_request, mini_units, mk
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.routing.globs import RoutePathError, matches, normalise, normalise_pattern
-from selection.engine.routing.route import route, strict_refusal, structural_conflicts
+from selection.engine.routing.report import strict_refusal
+from selection.engine.routing.route import route, structural_conflicts
 from selection.engine.routing.types import RoutingInputs, RoutingPolicy, TaskCategory
 from selection.engine.types import ContextTrace
 
