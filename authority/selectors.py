@@ -28,3 +28,7 @@ def next_promotion_sequence(*, project) -> int:
 
 def frame_version_by_id(*, version_id: int) -> FrameVersion:
     return FrameVersion.objects.select_related("project").get(pk=version_id)
+
+
+def frame_version_by_number(*, project, number: int) -> FrameVersion:
+    return FrameVersion.objects.get(project=project, number=number)

@@ -9,7 +9,8 @@ limit is breached. Limits compare means over the same tasks:
   min       x   the candidate mean must be at least x
 
 Comparisons allow EPSILON of float noise, so "no worse" (max_rise 0.0) holds for equal means
-summed in another order, and a delta of 1e-17 is not an improvement.
+summed in another order, and a delta of 1e-17 is not an improvement. The specification is the
+engine's typed Gates (selection.engine.gates), the one the corpus reader builds.
 """
 
 from __future__ import annotations
@@ -18,16 +19,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from math import fsum
 
+from selection.engine.gates import DEFAULT_PRIMARY, LIMIT_BOUNDS, Gates, GateSpecError
+
+__all__ = [
+    "DEFAULT_PRIMARY",
+    "EPSILON",
+    "LIMIT_BOUNDS",
+    "PRIMARY_GATE",
+    "Decision",
+    "GateResult",
+    "GateSpecError",
+    "Gates",
+    "TaskDelta",
+    "decide",
+    "fmt",
+    "gate_metrics",
+    "judge_limit",
+    "judge_primary",
+    "signed",
+]
+
 EPSILON = 1e-9
-DEFAULT_PRIMARY = "must_include_recall"
-LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
 PRIMARY_GATE = "primary"
 
 TaskMetrics = Mapping[str, Mapping[str, float]]  # task id -> metric -> value
-
-
-class GateSpecError(ValueError):
-    """Gates that cannot be judged: an unknown bound, a metric the replays did not measure."""
 
 
 @dataclass(frozen=True)
@@ -90,13 +105,9 @@ def _mean(values: Sequence[float]) -> float:
     return fsum(values) / len(values) if values else 0.0
 
 
-def gate_metrics(gates: Mapping) -> tuple[str, ...]:
+def gate_metrics(gates: Gates | Mapping) -> tuple[str, ...]:
     """The primary metric, then each limit's metric, each once."""
-    names = [gates.get("primary") or DEFAULT_PRIMARY]
-    for limit in gates.get("limits") or ():
-        if limit["metric"] not in names:
-            names.append(limit["metric"])
-    return tuple(names)
+    return Gates.from_spec(gates).metrics
 
 
 def _moved(metric: str, baseline: float, candidate: float) -> str:
@@ -145,10 +156,11 @@ def judge_limit(metric: str, bound: str, limit: float, baseline: float, candidat
     return GateResult(bound, metric, float(limit), baseline, candidate, delta, passed, reason)
 
 
-def decide(gates: Mapping, baseline: TaskMetrics, candidate: TaskMetrics) -> Decision:
+def decide(gates: Gates | Mapping, baseline: TaskMetrics, candidate: TaskMetrics) -> Decision:
     """Judge a candidate's per-task metrics against the baseline's under `gates`.
 
-    Both sides must cover the same tasks; per-task rows keep the baseline's task order.
+    `gates` is the typed Gates, or a stored mapping read into one. Both sides must cover the same
+    tasks; per-task rows keep the baseline's task order.
     """
     if set(baseline) != set(candidate):
         missing = sorted(set(baseline) ^ set(candidate))
@@ -156,9 +168,10 @@ def decide(gates: Mapping, baseline: TaskMetrics, candidate: TaskMetrics) -> Dec
     if not baseline:
         raise GateSpecError("no task was replayed: there is nothing to judge")
     tasks = list(baseline)
-    primary = gates.get("primary") or DEFAULT_PRIMARY
+    spec = Gates.from_spec(gates)
+    primary = spec.primary
     measured = sorted(set().union(*(m.keys() for m in baseline.values())))
-    wanted = gate_metrics(gates)
+    wanted = spec.metrics
     for name in wanted:
         if any(name not in baseline[t] or name not in candidate[t] for t in tasks):
             raise GateSpecError(f'the gate metric "{name}" was not measured for every task')
@@ -167,16 +180,11 @@ def decide(gates: Mapping, baseline: TaskMetrics, candidate: TaskMetrics) -> Dec
         return {name: _mean([float(side[t][name]) for t in tasks]) for name in measured}
 
     base_means, cand_means = means(baseline), means(candidate)
-    results = [
-        judge_primary(primary, float(gates.get("min_improvement") or 0.0), base_means[primary], cand_means[primary])
-    ]
-    for limit in gates.get("limits") or ():
-        bounds = [key for key in limit if key != "metric" and not key.startswith("x-")]
-        if not bounds:
-            raise GateSpecError(f"the limit on {limit['metric']} names no bound")
-        for bound in sorted(bounds, key=lambda b: LIMIT_BOUNDS.index(b) if b in LIMIT_BOUNDS else 99):
-            metric = limit["metric"]
-            results.append(judge_limit(metric, bound, float(limit[bound]), base_means[metric], cand_means[metric]))
+    results = [judge_primary(primary, spec.min_improvement, base_means[primary], cand_means[primary])]
+    for limit in spec.limits:
+        metric = limit.metric
+        for bound, value in limit.bounds:
+            results.append(judge_limit(metric, bound, value, base_means[metric], cand_means[metric]))
     per_task = tuple(
         TaskDelta(
             task=t,

@@ -30,7 +30,7 @@ from selection.engine.pipeline import ENGINE_VERSION
 from selection.engine.types import ProjectFrame, SelectionResult, WorkFrame
 from selection.models import Project, Task
 from selection.scoring import ledgers_for_tasks
-from selection.services import SelectionInputs, selection_run, trace_write
+from selection.services import SelectionInputs, embed_queries, selection_run, trace_write
 
 from . import gates as gate_rules
 from . import selectors
@@ -208,6 +208,26 @@ def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple
     return selection_run(inputs, index), index
 
 
+def backtest_warm(*, backtest_id: int) -> int:
+    """Fill this process's replay caches ahead of a backtest's replays, as a worker that has run a
+    while holds them: the corpus index, both frame versions, each task's work frame, ledger and
+    query embeddings, the unit maps. Writes nothing; returns the number of tasks warmed.
+    """
+    backtest = Backtest.objects.only("task_ids", "baseline_version_id", "candidate_version_id").get(
+        pk=backtest_id
+    )
+    store.frame_of_version(backtest.baseline_version_id)
+    store.frame_of_version(backtest.candidate_version_id)
+    for task_id in backtest.task_ids:
+        context = _task_context(task_id)
+        index = store.corpus_index(context.task.corpus_id)
+        if index.dense is not None:  # the texts selection_request embeds
+            objective = context.work_frame.objective
+            embed_queries([context.task.query, objective] if objective else [context.task.query])
+        _maps(context.task.corpus_id, index)
+    return len(backtest.task_ids)
+
+
 def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
     """Replay one task under one side's frame version and store its trace and metrics, once."""
     if side not in ReplaySide.values:
@@ -287,7 +307,7 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
             raise BacktestError(f"backtest #{backtest_id} lacks {len(missing)} replays: {', '.join(missing[:5])}")
         order = [(t, uids[t]) for t in backtest.task_ids]
         decision = gate_rules.decide(
-            backtest.gates,
+            gate_rules.Gates.from_spec(backtest.gates),
             {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
             {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
         )

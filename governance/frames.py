@@ -14,8 +14,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from selection.corpus.frames import FRAME_KEYS, GATES_KEYS, METRICS, check_frame, merge_patch
+from selection.corpus.frames import FRAME_KEYS, METRICS, check_frame, merge_patch
 from selection.corpus.places import Place, Report, format_path
+from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS
 
 __all__ = [
     "FRAME_KEYS",
@@ -32,9 +33,6 @@ __all__ = [
     "frame_issues",
     "unknown_class_warnings",
 ]
-
-LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
-
 
 @dataclass(frozen=True)
 class FrameIssue:

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "selection",
     "governance",
     "backtest",
+    "bench",
 ]
 
 MIDDLEWARE = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from selection.engine.reason_codes import Disposition
 from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace
 
 SIGNAL_SHORT = {
@@ -71,8 +72,12 @@ class CandidateRow:
     values: dict  # column key -> sortable value (None sorts last)
 
     @property
+    def admitted(self) -> bool:
+        return self.record.disposition == Disposition.ADMITTED
+
+    @property
     def missed_must(self) -> bool:
-        return self.label == "MUST" and self.record.disposition != "admitted"
+        return self.label == "MUST" and self.record.disposition != Disposition.ADMITTED
 
     @property
     def cells(self) -> list[str]:
@@ -191,7 +196,7 @@ class TableQuery:
 
 def _keep(row: CandidateRow, q: TableQuery) -> bool:
     d = row.record.disposition
-    if q.disposition and not (d in q.disposition or (NOT_ADMITTED in q.disposition and d != "admitted")):
+    if q.disposition and not (d in q.disposition or (NOT_ADMITTED in q.disposition and d != Disposition.ADMITTED)):
         return False
     if q.reason and row.record.reason_code not in q.reason:
         return False

@@ -26,7 +26,8 @@ from selection.corpus.tasks import CITABLE
 from . import store
 from .corpus_parts import corpus_parts
 from .importing import FILE_EXTRAS, OPEN_LOOP_EXTRAS, PROPOSAL_EXTRAS, SIGNAL_EXTRAS, CorpusRefused
-from .models import Corpus, LedgerEntry, Project
+from .models import Corpus, Project
+from .scoring import ledgers_of_corpus
 
 __all__ = ["corpus_data", "corpus_export"]
 
@@ -137,13 +138,7 @@ def _task_frame_spec(stored: dict[str, Any]) -> TaskFrameSpec | None:
 def _task_specs(corpus: Corpus, slugs: dict[int, str]) -> list[TaskSpec]:
     specs = []
     rows = corpus.tasks.order_by("position", "id").prefetch_related("signals")
-    ledgers: dict[int, dict[str, str]] = {}
-    for task_id, uid, label in (
-        LedgerEntry.objects.filter(task__corpus=corpus)
-        .order_by("task_id", "unit__position", "unit_id")
-        .values_list("task_id", "unit__uid", "label")
-    ):
-        ledgers.setdefault(task_id, {})[uid] = label
+    ledgers = ledgers_of_corpus(corpus.pk)
     for row in rows:
         extras = dict(row.extras)
         signal_extras = extras.pop(SIGNAL_EXTRAS, {})

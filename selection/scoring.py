@@ -65,3 +65,16 @@ def ledgers_for_tasks(task_ids: list[int]) -> dict[int, dict[str, str]]:
     for task_id, unit_uid, label in rows.iterator(chunk_size=5000):
         ledgers[task_id][unit_uid] = label
     return ledgers
+
+
+def ledgers_of_corpus(corpus_id: int) -> dict[int, dict[str, str]]:
+    """Task pk -> its ledger, units in corpus file order, for the exporter; tasks with none are absent."""
+    ledgers: dict[int, dict[str, str]] = {}
+    rows = (
+        LedgerEntry.objects.filter(task__corpus_id=corpus_id)
+        .order_by("task_id", "unit__position", "unit_id")
+        .values_list("task_id", "unit__uid", "label")
+    )
+    for task_id, unit_uid, label in rows:
+        ledgers.setdefault(task_id, {})[unit_uid] = label
+    return ledgers

@@ -177,7 +177,7 @@ def trace_explained(trace: Trace) -> TraceExplained:
         funnel = loss_funnel(trace_outcomes(engine_trace.candidates), ledger, present)
         candidates = {c.unit_id for c in engine_trace.candidates}
         missing = [(u, stage) for u, stage in funnel.units if u not in candidates]
-    omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == "budget_omitted"]
+    omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == Disposition.BUDGET_OMITTED]
     units = store.units_by_uid(corpus_id=corpus_id, uids=omitted)
     return TraceExplained(
         trace=trace,

@@ -22,6 +22,7 @@ from authority.selectors import current_frame_version
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.routing.types import RoutingInputs
+from selection.engine.timings import StageTimings, TimedStage, timed
 from selection.engine.types import (
     EngineConfig,
     ProjectFrame,
@@ -93,14 +94,17 @@ class SelectionInputs:
     local_units: tuple[Unit, ...] = ()  # the requesting user's local overlay; empty under no_local
 
 
-def selection_request(inputs: SelectionInputs, index: CorpusIndex) -> SelectionRequest:
+def selection_request(
+    inputs: SelectionInputs, index: CorpusIndex, *, timings: StageTimings | None = None
+) -> SelectionRequest:
     """The engine request for `inputs`: query and objective embedded together, once per process."""
     query_vector = objective_vector = None
     if inputs.use_dense and index.dense is not None:
-        if inputs.work_frame.objective:
-            query_vector, objective_vector = embed_queries([inputs.query, inputs.work_frame.objective])
-        else:
-            query_vector = embed_query(inputs.query)
+        with timed(timings, TimedStage.EMBED):
+            if inputs.work_frame.objective:
+                query_vector, objective_vector = embed_queries([inputs.query, inputs.work_frame.objective])
+            else:
+                query_vector = embed_query(inputs.query)
     return SelectionRequest(
         project_frame=inputs.project_frame,
         work_frame=inputs.work_frame,
@@ -117,11 +121,20 @@ def selection_request(inputs: SelectionInputs, index: CorpusIndex) -> SelectionR
 
 
 def selection_run(
-    inputs: SelectionInputs, index: CorpusIndex, *, config: EngineConfig | None = None
+    inputs: SelectionInputs,
+    index: CorpusIndex,
+    *,
+    config: EngineConfig | None = None,
+    timings: StageTimings | None = None,
 ) -> SelectionResult:
-    """Build the request and run the engine: the one path from resolved inputs to a result."""
+    """Build the request and run the engine: the one path from resolved inputs to a result.
+
+    `timings`, when given, records the embeddings, select() whole and the engine's own stages.
+    """
+    request = selection_request(inputs, index, timings=timings)
     try:
-        return select(selection_request(inputs, index), index, config)
+        with timed(timings, TimedStage.SELECT):
+            return select(request, index, config, timings=timings)
     except ValueError as error:
         raise SelectionError(str(error)) from error
 
@@ -155,16 +168,18 @@ def run_selection(
     source: str = "select",
     persist: bool = True,
     use_dense: bool = True,
+    timings: StageTimings | None = None,
     routing: RoutingInputs | None = None,
     user=None,
 ) -> Selection:
     """Select context for one request through the engine and (by default) write its trace.
 
-    `routing` carries the declared routing inputs (task category, path scope, overlays, strict,
-    no_local) as one frozen RoutingInputs; every interface (command, API, evaluation, replay)
-    passes the same type. Under `routing.strict` an incomplete or conflicted request gives an
-    empty bundle whose trace says why (`result.trace.routing.refused`). `user`: whose local
-    overlay units join the request, unless `routing.no_local`.
+    `timings` records what selection_run records, and the trace write. `routing` carries the
+    declared routing inputs (task category, path scope, overlays, strict, no_local) as one frozen
+    RoutingInputs; every interface (command, API, evaluation, replay) passes the same type. Under
+    `routing.strict` an incomplete or conflicted request gives an empty bundle whose trace says
+    why (`result.trace.routing.refused`). `user`: whose local overlay units join the request,
+    unless `routing.no_local`.
     """
     routing = routing or RoutingInputs()
     number, project_frame = frame_for(project, frame_version)
@@ -181,8 +196,11 @@ def run_selection(
         routing=routing,
         local_units=store.local_units_for(user=user, project=project) if not routing.no_local else (),
     )
-    result = selection_run(inputs, index)
-    trace = trace_write(result, project=project, frame_version=number, task=task, source=source) if persist else None
+    result = selection_run(inputs, index, timings=timings)
+    trace = None
+    if persist:
+        with timed(timings, TimedStage.TRACE_WRITE):
+            trace = trace_write(result, project=project, frame_version=number, task=task, source=source)
     return Selection(result=result, trace=trace, project_frame=project_frame)
 
 

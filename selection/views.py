@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods
 
 from authority.selectors import current_frame_version
 from selection.engine.explain import trace_diff
+from selection.engine.reason_codes import REACHES_MODEL, CoalescingKind, Stage
 from selection.engine.types import SIGNAL_NAMES
 
 from . import selectors, services
@@ -203,7 +204,7 @@ def trace_detail(request, pk: int):
             ("standpoint", work.standpoint.isoformat() if work.standpoint else ""),
         )
     ]
-    folded = {op.unit_id: op for op in engine_trace.coalescing if op.op == "fold_echo"}
+    folded = {op.unit_id: op for op in engine_trace.coalescing if op.op == CoalescingKind.FOLD_ECHO}
     items = [(item, [s for s in item.sources[1:] if s in folded]) for item in explained.result.bundle.items]
     context.update(
         caps=caps,
@@ -222,8 +223,8 @@ def trace_detail(request, pk: int):
 
 
 def _chart_data(rows) -> dict:
-    admitted = [r for r in rows if r.record.disposition in ("admitted", "folded")]
-    rejected = [r for r in rows if r.record.disposition not in ("admitted", "folded")]
+    admitted = [r for r in rows if r.record.disposition in REACHES_MODEL]
+    rejected = [r for r in rows if r.record.disposition not in REACHES_MODEL]
     return {
         "signals": list(SIGNAL_NAMES),
         "admitted": {n: [r.values[n] for r in admitted] for n in SIGNAL_NAMES},
@@ -233,7 +234,7 @@ def _chart_data(rows) -> dict:
     }
 
 
-STAGE_ORDER = ("routing", "retrieval", "signals", "eligibility", "ranking", "coalescing", "budget", "oracle")
+STAGE_ORDER = tuple(Stage)  # pipeline order (routing first); the charts show the stages a trace used
 
 
 def _stage_counts(engine_trace) -> dict:

@@ -8,8 +8,9 @@ from typing import Any
 
 from selection.corpus.places import Place, Report, describe
 from selection.corpus.routing import ROUTING_FRAME_KEYS, check_routing_policy
+from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
-from selection.engine.types import Gate, Gates, ProjectFrame
+from selection.engine.types import ProjectFrame
 
 FRAME_KEYS = (
     "purpose",
@@ -23,8 +24,6 @@ FRAME_KEYS = (
     "gates",
     *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
-GATES_KEYS = ("primary", "min_improvement", "limits")
-LIMIT_BOUNDS = ("max_drop", "max_rise", "max", "min")
 
 
 def check_frame(

@@ -9,10 +9,10 @@ from .conditions import (
     effective_condition,
     get_condition,
 )
-from .index import CorpusIndex, DenseHits, DenseSearcher, NumpyExactSearcher, tokenise
-from .ivf import IvfSearcher
+from .index import CorpusIndex, DenseHits, DenseSearcher, IvfSearcher, NumpyExactSearcher, tokenise
 from .pipeline import ENGINE_VERSION, POLICY_VERSION, select
 from .reason_codes import Disposition, ReasonCode, Stage
+from .timings import StageTimings, TimedStage
 from .types import (
     BundleItem,
     CandidateRecord,
@@ -51,6 +51,8 @@ __all__ = [
     "SelectionRequest",
     "SelectionResult",
     "Stage",
+    "StageTimings",
+    "TimedStage",
     "Unit",
     "UnknownCondition",
     "WorkFrame",

@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
-from .reason_codes import ReasonCode
-from .types import ContextTrace, _Serialisable
+from .reason_codes import REACHES_MODEL, Disposition, ReasonCode, Stage
+from .serialisation import Serialisable
+from .types import ContextTrace
 
 
 class FailureCode(StrEnum):
@@ -33,8 +35,39 @@ DESCRIPTIONS: dict[FailureCode, str] = {
 }
 
 
+class Decided(Protocol):
+    """What the classifier reads of a candidate: a CandidateRecord, a stored row, a funnel Outcome."""
+
+    disposition: str
+    reason_code: str
+    eligible: bool
+
+
+def missed_code(in_memory: bool, decided: Decided | None) -> FailureCode | None:
+    """The E-code of a MUST unit, or None when it was admitted: the one classifier of a miss.
+
+    E0 not in memory; E1 never a candidate; E5 folded into another item (its text never reached the
+    model) or rejected as redundant; E2 ruled ineligible; E3 otherwise (eligible, then outranked or
+    omitted for budget). attribute() and the loss funnel (engine.explain.funnel) both call it.
+    """
+    if not in_memory:
+        return FailureCode.E0
+    if decided is None:
+        return FailureCode.E1
+    if decided.disposition == Disposition.ADMITTED:
+        return None
+    if (
+        decided.disposition == Disposition.FOLDED
+        or decided.reason_code == ReasonCode.REDUNDANT_WITH_ADMITTED
+    ):
+        return FailureCode.E5
+    if not decided.eligible:
+        return FailureCode.E2
+    return FailureCode.E3
+
+
 @dataclass(frozen=True)
-class UnitAttribution(_Serialisable):
+class UnitAttribution(Serialisable):
     unit_id: str
     label: str  # the ledger label (HARMFUL for stale units the ledger did not label)
     code: str
@@ -43,7 +76,7 @@ class UnitAttribution(_Serialisable):
 
 
 @dataclass(frozen=True)
-class Attribution(_Serialisable):
+class Attribution(Serialisable):
     units: tuple[UnitAttribution, ...]  # sorted by (code, unit id)
     codes: tuple[str, ...]  # distinct codes, sorted
 
@@ -63,9 +96,7 @@ def attribute(
 ) -> Attribution:
     """Attribute failures to the stage that caused them.
 
-    A missed MUST unit: E0 not in `corpus_ids`; E1 not a candidate; E2 rejected at eligibility;
-    E5 folded into another item (its text never reached the model) or rejected as redundant;
-    E3 otherwise (eligible, then outranked or omitted for budget).
+    A missed MUST unit gets missed_code()'s E0, E1, E2, E3 or E5.
     An admitted (or folded) unit labelled HARMFUL, or one whose temporal validity was below 1 at the
     standpoint, is E4. E6 only when `reader_failed` is True and no unit was attributed E0..E5.
     """
@@ -73,23 +104,16 @@ def attribute(
     entries: list[UnitAttribution] = []
     for unit_id in sorted(u for u, lab in ledger.items() if lab == "MUST"):
         c = by_id.get(unit_id)
-        if unit_id not in corpus_ids:
-            entries.append(UnitAttribution(unit_id, "MUST", FailureCode.E0.value, "", ""))
+        code = missed_code(unit_id in corpus_ids, c)
+        if code is None:
             continue
-        if c is None:
-            entries.append(UnitAttribution(unit_id, "MUST", FailureCode.E1.value, "", ""))
-            continue
-        if c.disposition == "admitted":
-            continue
-        if c.disposition == "folded" or c.reason_code == ReasonCode.REDUNDANT_WITH_ADMITTED:
-            code = FailureCode.E5
-        elif not c.eligible:
-            code = FailureCode.E2
+        if c is None or code == FailureCode.E0:
+            stage, reason = "", ""  # it never reached a stage
         else:
-            code = FailureCode.E3
-        entries.append(UnitAttribution(unit_id, "MUST", code.value, c.stage, c.reason_code))
+            stage, reason = c.stage, c.reason_code
+        entries.append(UnitAttribution(unit_id, "MUST", code.value, stage, reason))
     for c in sorted(trace.candidates, key=lambda r: r.unit_id):
-        if c.disposition not in ("admitted", "folded"):
+        if c.disposition not in REACHES_MODEL:
             continue
         lab = ledger.get(c.unit_id, "DISTRACTOR")
         if lab == "HARMFUL" or c.signals.temporal_validity < 1.0:
@@ -97,6 +121,6 @@ def attribute(
                 UnitAttribution(c.unit_id, lab, FailureCode.E4.value, c.stage, c.reason_code)
             )
     if reader_failed and not entries:
-        entries.append(UnitAttribution("", "", FailureCode.E6.value, "reader", ""))
+        entries.append(UnitAttribution("", "", FailureCode.E6.value, Stage.READER.value, ""))
     entries.sort(key=lambda e: (e.code, e.unit_id))
     return Attribution(units=tuple(entries), codes=tuple(sorted({e.code for e in entries})))

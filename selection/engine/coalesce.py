@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from .index import CorpusIndex
 from .policy import Working
-from .reason_codes import ReasonCode
+from .reason_codes import CoalescingKind, ReasonCode
 from .types import CoalescingOp
 
 
@@ -86,7 +86,11 @@ def coalesce(
         c.folded = True
         ops.append(
             CoalescingOp(
-                "fold_echo", c.uid, item.item_id, c.unit.echo_of, f"restates {c.unit.echo_of}"
+                CoalescingKind.FOLD_ECHO.value,
+                c.uid,
+                item.item_id,
+                c.unit.echo_of,
+                f"restates {c.unit.echo_of}",
             )
         )
     for uid in order:
@@ -94,7 +98,11 @@ def coalesce(
         for target in item.contradicts:
             ops.append(
                 CoalescingOp(
-                    "preserve_disagreement", uid, item.item_id, target, f"contradicts {target}"
+                    CoalescingKind.PRESERVE_DISAGREEMENT.value,
+                    uid,
+                    item.item_id,
+                    target,
+                    f"contradicts {target}",
                 )
             )
     item_of = {m.uid: items[roots[m.uid].uid] for m in ranked}
@@ -109,7 +117,11 @@ def coalesce(
         note = f"{_label(index, c.uid)}, superseded by {_label(index, successor)}"
         item.notes.append(note)
         c.noted_on = item.item_id
-        ops.append(CoalescingOp("supersession_note", c.uid, item.item_id, successor, note))
+        ops.append(
+            CoalescingOp(
+                CoalescingKind.SUPERSESSION_NOTE.value, c.uid, item.item_id, successor, note
+            )
+        )
     return [items[uid] for uid in order], ops
 
 
@@ -122,7 +134,7 @@ def undo_coalescing(
     Supersession notes are dropped (the noted unit was rejected at eligibility, never an item);
     disagreement items were never merged, so they come back unchanged.
     """
-    folded = {op.unit_id for op in ops if op.op == "fold_echo"}
+    folded = {op.unit_id for op in ops if op.op == CoalescingKind.FOLD_ECHO}
     out: list[tuple[str, ...]] = []
     for sources in item_sources:
         primary = [s for s in sources if s not in folded]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from .conditions import effective_condition, get_condition
 from .index import CorpusIndex
 from .pipeline import select
+from .reason_codes import REACHES_MODEL, Disposition
 from .routing.types import RoutingInputs
 from .types import ContextTrace, ProjectFrame, SelectionRequest, SelectionResult
 
@@ -96,7 +97,7 @@ class _Runner:
         self.base: SelectionResult = self.run(request)
         original = self.base.trace.candidate(unit_id)
         # a folded unit counts as admitted in the metrics; if it was folded, only its own item will do
-        self.need_own_item = original is not None and original.disposition == "folded"
+        self.need_own_item = original is not None and original.disposition == Disposition.FOLDED
 
     def run(self, request: SelectionRequest) -> SelectionResult:
         self.runs += 1
@@ -110,8 +111,8 @@ class _Runner:
 
     def admitted(self, probe: Probe) -> bool:
         if self.need_own_item:
-            return probe.disposition == "admitted"
-        return probe.disposition in ("admitted", "folded")
+            return probe.disposition == Disposition.ADMITTED
+        return probe.disposition in REACHES_MODEL
 
     def effects(self, result: SelectionResult) -> tuple[tuple[str, ...], tuple[str, ...]]:
         before = set(self.base.trace.admitted_unit_ids())

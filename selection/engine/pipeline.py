@@ -1,5 +1,5 @@
-"""select(request, index) -> SelectionResult: the staged policy, one record per candidate, no clock,
-no Django.
+"""select(request, index) -> SelectionResult: the staged policy, one record per candidate, no Django,
+and no clock but the StageTimings a caller may pass in.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from .coalesce import coalesce, one_item_each
 from .conditions import Condition, effective_condition, get_condition
 from .index import TOKENISER, CorpusIndex
 from .policy import Working, apply_eligibility, preferences, rank, work_type_preferences
-from .reason_codes import REASON_DISPOSITION, ReasonCode, Stage
+from .reason_codes import REASON_DISPOSITION, Disposition, ReasonCode, Stage
 from .render import render_bundle
 from .retrieval import Pool, QueryHits, build_pool, search
-from .routing.codes import RouteCode
+from .routing.codes import LocalCode, RouteCode
 from .routing.report import strict_refusal
 from .routing.route import route, structural_conflicts
 from .routing.types import RoutingReport
+from .timings import StageTimings, TimedStage, timed
 from .types import (
     SIGNAL_NAMES,
     BudgetState,
@@ -47,11 +48,16 @@ TRACE_SCHEMA = "context-trace/v1"
 
 
 def select(
-    request: SelectionRequest, index: CorpusIndex, config: EngineConfig | None = None
+    request: SelectionRequest,
+    index: CorpusIndex,
+    config: EngineConfig | None = None,
+    *,
+    timings: StageTimings | None = None,
 ) -> SelectionResult:
     """Build the context bundle and its trace for one request.
 
-    The ledger is read only under the oracle condition CO; C0..C6 never look at it.
+    The ledger is read only under the oracle condition CO; C0..C6 never look at it. `timings`, when
+    given, records the retrieval and trace-record stages (it changes nothing in the result).
     """
     config = config or EngineConfig()
     if request.budget_tokens < 0:
@@ -85,7 +91,9 @@ def select(
     condition, note = effective_condition(named, work.establishment, enabled=config.abstention)
     if condition.oracle:
         # the oracle is a ceiling read off the ledger, not a system: routing does not apply
-        candidates, pool, drafts_decided, ops, stages = _oracle(request, index, config, standpoint)
+        candidates, pool, drafts_decided, ops, stages = _oracle(
+            request, index, config, standpoint, timings
+        )
     else:
         if request.routing.strict:
             status, why = strict_refusal(routing)
@@ -94,7 +102,7 @@ def select(
         local = {u.id: u for u in request.local_units}
         envelope = [index.unit(uid) or local[uid] for uid in routing.envelope]
         candidates, pool, drafts_decided, ops, stages = _ladder(
-            request, index, config, condition, standpoint, scope, budget, envelope
+            request, index, config, condition, standpoint, scope, budget, timings, envelope
         )
 
     items = tuple(
@@ -142,6 +150,8 @@ def select(
             if status:
                 return _refused(request, index, config, named, condition, note, work, standpoint, routing, why)
 
+    with timed(timings, TimedStage.TRACE_RECORDS):
+        records = _records(candidates, pool, routing)
     trace = ContextTrace(
         schema=TRACE_SCHEMA,
         engine_version=ENGINE_VERSION,
@@ -156,7 +166,7 @@ def select(
         budget_tokens=budget,
         config=config,
         retriever=_retriever_config(index, request, pool, config),
-        candidates=_records(candidates, pool, routing),
+        candidates=records,
         coalescing=tuple(ops),
         stages=tuple(stages),
         bundle_digest=digest,
@@ -216,24 +226,27 @@ def _canonical_work_frame(work):
     )
 
 
-def _ladder(request, index, config, condition: Condition, standpoint, scope, budget, envelope=()):
+def _ladder(
+    request, index, config, condition: Condition, standpoint, scope, budget, timings, envelope=()
+):
     frame, work = request.project_frame, request.work_frame
     routed = _admit_envelope(envelope, index, request, standpoint, scope, budget)
     spent = sum(d.tokens for d in routed if d.admitted)
     prefs = preferences(condition, frame, work)
-    pool = build_pool(
-        index,
-        query=request.query,
-        query_vector=request.query_vector,
-        objective=work.objective,
-        objective_vector=request.objective_vector,
-        condition=condition,
-        preferences=prefs,
-        scope=scope,
-        class_pull=frame.class_pull,
-        standpoint=standpoint,
-        config=config,
-    )
+    with timed(timings, TimedStage.RETRIEVAL):
+        pool = build_pool(
+            index,
+            query=request.query,
+            query_vector=request.query_vector,
+            objective=work.objective,
+            objective_vector=request.objective_vector,
+            condition=condition,
+            preferences=prefs,
+            scope=scope,
+            class_pull=frame.class_pull,
+            standpoint=standpoint,
+            config=config,
+        )
     # routed units are already in the bundle (or omitted by the budget): they do not compete again
     in_envelope = frozenset(u.id for u in envelope)
     order = [pos for pos in pool.order if index.units[pos].id not in in_envelope]
@@ -325,7 +338,7 @@ def _admit_envelope(envelope, index, request, standpoint, scope, budget):
     return admit_within_budget(one_item_each(working), budget_tokens=budget)
 
 
-def _oracle(request, index, config, standpoint):
+def _oracle(request, index, config, standpoint, timings):
     """CO: admit MUST then SHOULD units (each label in id order) within the budget. Not a system: a
     ceiling.
     """
@@ -338,7 +351,8 @@ def _oracle(request, index, config, standpoint):
         for uid in sorted(u for u, lab in ledger.items() if lab == label)
     ]
     pool = Pool()
-    pool.query = search(index, request.query, request.query_vector, config)
+    with timed(timings, TimedStage.RETRIEVAL):
+        pool.query = search(index, request.query, request.query_vector, config)
     fused_rank = {p: r for r, (p, _) in enumerate(pool.query.fused, start=1)}
     n = len(pool.query.fused)
     for uid in order:
@@ -445,7 +459,7 @@ def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool
     """A routed unit's record: its route code when admitted, OMIT_BUDGET when it did not fit."""
     admitted = c.reason is not ReasonCode.BUDGET_EXHAUSTED
     if admitted:
-        reason = "LOCAL_ADDED" if local else (route_code or RouteCode.ROUTE_EXPLICIT.value)
+        reason = LocalCode.LOCAL_ADDED.value if local else (route_code or RouteCode.ROUTE_EXPLICIT.value)
     else:
         reason = RouteCode.OMIT_BUDGET.value
     bm25 = float(pool.query.bm25[c.pos]) if pool.query is not None and c.pos >= 0 else 0.0
@@ -475,7 +489,7 @@ def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool
         rank=c.rank,
         stage=Stage.ROUTING.value if admitted else Stage.BUDGET.value,
         reason_code=reason,
-        disposition="admitted" if admitted else "budget_omitted",
+        disposition=(Disposition.ADMITTED if admitted else Disposition.BUDGET_OMITTED).value,
         budget=BudgetState(spent=c.budget[0], remaining=c.budget[1]),
         item_id=c.item_id,
     )

@@ -1,5 +1,5 @@
-"""Why a candidate ended where it did: stable string values, documented once in docs/reason-
-codes.md.
+"""The engine's vocabulary, defined once: reason codes, stages and dispositions as enums with stable
+string values (documented in docs/reason-codes.md); code compares against these, never literals.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class Stage(StrEnum):
     COALESCING = "coalescing"
     BUDGET = "budget"
     ORACLE = "oracle"
+    READER = "reader"  # E6 only: the model that read the bundle, after every pipeline stage
 
 
 class Disposition(StrEnum):
@@ -38,6 +39,18 @@ class Disposition(StrEnum):
     FOLDED = "folded"  # its id joined another item; counts as admitted in the metrics
     REJECTED = "rejected"  # a policy judgement (eligibility or redundancy)
     BUDGET_OMITTED = "budget_omitted"  # eligible and wanted, but it did not fit
+
+
+class CoalescingKind(StrEnum):
+    """What one reversible coalescing step did (CoalescingOp.op)."""
+
+    FOLD_ECHO = "fold_echo"  # a restatement joined its original's item
+    PRESERVE_DISAGREEMENT = "preserve_disagreement"  # a refuting item kept beside its target
+    SUPERSESSION_NOTE = "supersession_note"  # a superseded unit became a note on its successor
+
+
+# the dispositions whose unit reaches the model (folded: its id joined another item)
+REACHES_MODEL: tuple[Disposition, ...] = (Disposition.ADMITTED, Disposition.FOLDED)
 
 
 REASON_DISPOSITION: dict[ReasonCode, Disposition] = {

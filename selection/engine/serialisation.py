@@ -104,3 +104,14 @@ def from_jsonable(tp: Any, data: Any) -> Any:
     if tp is float:
         return float(data)
     return data
+
+
+class Serialisable:
+    """as_dict(): JSON-ready, keys in field order; from_dict() rebuilds an equal object."""
+
+    def as_dict(self) -> dict:
+        return to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping):
+        return from_jsonable(cls, data)

@@ -9,7 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
+from .gates import Gates
+from .reason_codes import REACHES_MODEL, Disposition
 from .routing.types import RoutingInputs, RoutingPolicy, RoutingReport
+from .serialisation import Serialisable
 
 ESTABLISHMENTS = ("declared", "inferred-confident", "inferred-ambiguous", "unknown")
 SIGNAL_KINDS = (
@@ -24,34 +27,19 @@ SIGNAL_KINDS = (
 LEDGER_LABELS = ("MUST", "SHOULD", "OPTIONAL", "DISTRACTOR", "HARMFUL")
 
 
-class _Serialisable:
-    """as_dict(): JSON-ready, keys in field order; from_dict() rebuilds an equal object."""
-
-    def as_dict(self) -> dict:
-        from .serialisation import to_jsonable
-
-        return to_jsonable(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping):
-        from .serialisation import from_jsonable
-
-        return from_jsonable(cls, data)
-
-
 def estimate_tokens(text: str) -> int:
     """The corpus format's token estimate: ceil(len(text) / 4)."""
     return math.ceil(len(text) / 4)
 
 
 @dataclass(frozen=True)
-class OpenLoop(_Serialisable):
+class OpenLoop(Serialisable):
     status: str  # "open" | "closed"
     kind: str  # "todo" | "question" | "expectation"
 
 
 @dataclass(frozen=True)
-class Unit(_Serialisable):
+class Unit(Serialisable):
     """A memory unit as the engine sees it. It never carries an importance."""
 
     id: str
@@ -78,23 +66,7 @@ class Unit(_Serialisable):
 
 
 @dataclass(frozen=True)
-class Gate(_Serialisable):
-    metric: str
-    max_drop: float | None = None
-    max_rise: float | None = None
-    max: float | None = None
-    min: float | None = None
-
-
-@dataclass(frozen=True)
-class Gates(_Serialisable):
-    primary: str = "must_include_recall"
-    min_improvement: float = 0.0
-    limits: tuple[Gate, ...] = ()
-
-
-@dataclass(frozen=True)
-class ProjectFrame(_Serialisable):
+class ProjectFrame(Serialisable):
     """Durable, versioned project policy written by a person (configuration)."""
 
     project: str
@@ -125,14 +97,14 @@ class ProjectFrame(_Serialisable):
 
 
 @dataclass(frozen=True)
-class WorkSignal(_Serialisable):
+class WorkSignal(Serialisable):
     id: str
     kind: str
     content: str
 
 
 @dataclass(frozen=True)
-class WorkFrame(_Serialisable):
+class WorkFrame(Serialisable):
     """What is being done now (observation); each field cites the signals that licensed it."""
 
     objective: str = ""
@@ -152,7 +124,7 @@ class WorkFrame(_Serialisable):
 
 
 @dataclass(frozen=True)
-class SelectionRequest(_Serialisable):
+class SelectionRequest(Serialisable):
     project_frame: ProjectFrame
     work_frame: WorkFrame
     query: str
@@ -199,11 +171,11 @@ class EngineConfig:
 # Outputs: candidate records, bundle, trace. Frozen; as_dict()/from_dict() round-trip exactly.
 # --------------------------------------------------------------------------------------------
 
-DISPOSITIONS = ("admitted", "folded", "rejected", "budget_omitted")
+DISPOSITIONS = tuple(d.value for d in Disposition)
 
 
 @dataclass(frozen=True)
-class RetrieverConfig(_Serialisable):
+class RetrieverConfig(Serialisable):
     """What produced the candidates: recorded so a replay can tell bm25-only from hybrid."""
 
     tokeniser: str
@@ -216,7 +188,7 @@ class RetrieverConfig(_Serialisable):
 
 
 @dataclass(frozen=True)
-class RetrievalRecord(_Serialisable):
+class RetrievalRecord(Serialisable):
     """How one candidate entered the pool: sources, raw scores and ranks (1-based; None = not in
     that list).
     """
@@ -241,7 +213,7 @@ class RetrievalRecord(_Serialisable):
 
 
 @dataclass(frozen=True)
-class Signals(_Serialisable):
+class Signals(Serialisable):
     """The nine separated signals; computed for every candidate before eligibility. Never summed
     here.
     """
@@ -261,7 +233,7 @@ SIGNAL_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Signals))
 
 
 @dataclass(frozen=True)
-class EligibilityCheck(_Serialisable):
+class EligibilityCheck(Serialisable):
     rule: str  # "scope" | "supersession" | "class"
     passed: bool
     reason_code: str | None  # set when the rule rejects
@@ -269,13 +241,13 @@ class EligibilityCheck(_Serialisable):
 
 
 @dataclass(frozen=True)
-class BudgetState(_Serialisable):
+class BudgetState(Serialisable):
     spent: int
     remaining: int
 
 
 @dataclass(frozen=True)
-class CandidateRecord(_Serialisable):
+class CandidateRecord(Serialisable):
     """Everything the engine knew and decided about one candidate, admitted or not."""
 
     unit_id: str
@@ -301,8 +273,8 @@ class CandidateRecord(_Serialisable):
 
 
 @dataclass(frozen=True)
-class CoalescingOp(_Serialisable):
-    """One reversible coalescing step. op: fold_echo | supersession_note | preserve_disagreement."""
+class CoalescingOp(Serialisable):
+    """One reversible coalescing step; op is a CoalescingKind value."""
 
     op: str
     unit_id: str
@@ -312,7 +284,7 @@ class CoalescingOp(_Serialisable):
 
 
 @dataclass(frozen=True)
-class StageSummary(_Serialisable):
+class StageSummary(Serialisable):
     stage: str
     considered: int
     kept: int
@@ -320,7 +292,7 @@ class StageSummary(_Serialisable):
 
 
 @dataclass(frozen=True)
-class BundleItem(_Serialisable):
+class BundleItem(Serialisable):
     """An atomic bundle entry; `sources` are unit ids, the first the unit whose text it carries."""
 
     item_id: str
@@ -335,7 +307,7 @@ class BundleItem(_Serialisable):
 
 
 @dataclass(frozen=True)
-class ContextBundle(_Serialisable):
+class ContextBundle(Serialisable):
     items: tuple[BundleItem, ...]
     rendered: str
     tokens: int  # ceil(len(rendered) / 4)
@@ -348,7 +320,7 @@ class ContextBundle(_Serialisable):
 
 
 @dataclass(frozen=True)
-class ContextTrace(_Serialisable):
+class ContextTrace(Serialisable):
     """The frozen account of one selection: frames, policy, configuration and every candidate."""
 
     schema: str
@@ -379,10 +351,10 @@ class ContextTrace(_Serialisable):
         return None
 
     def admitted_unit_ids(self) -> tuple[str, ...]:
-        return tuple(c.unit_id for c in self.candidates if c.disposition in ("admitted", "folded"))
+        return tuple(c.unit_id for c in self.candidates if c.disposition in REACHES_MODEL)
 
 
 @dataclass(frozen=True)
-class SelectionResult(_Serialisable):
+class SelectionResult(Serialisable):
     bundle: ContextBundle
     trace: ContextTrace

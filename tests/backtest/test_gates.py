@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from backtest.gates import GateSpecError, decide, gate_metrics
+from selection.corpus.frames import check_frame
+from selection.corpus.places import Place, Report
+from selection.engine.gates import Gates
 
 BOOK_GATES = {
     "primary": "must_include_recall",
@@ -147,3 +150,16 @@ def test_sides_must_replay_the_same_tasks():
         decide({}, side([0.5, 0.5], 0.3), side([0.5], 0.3))
     with pytest.raises(GateSpecError, match="nothing to judge"):
         decide({}, {}, {})
+
+
+def test_the_corpus_readers_gates_are_the_ones_a_stored_mapping_reads_into():
+    # one typed specification from corpus.yaml to decide(): the reader's Gates equal the stored
+    # mapping's, and judge identically
+    report = Report()
+    frame = check_frame({"gates": BOOK_GATES}, Place("frame"), report, project="p", declared=["p"])
+    assert len(report) == 0 and frame is not None
+    assert frame.gates == Gates.from_spec(BOOK_GATES)
+    assert gate_metrics(frame.gates) == gate_metrics(BOOK_GATES)
+    typed = decide(frame.gates, side(BASELINE, 0.3666), side(CONTRACT, 0.352))
+    raw = decide(BOOK_GATES, side(BASELINE, 0.3666), side(CONTRACT, 0.352))
+    assert typed == raw and typed.passed

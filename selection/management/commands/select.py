@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from selection.engine.conditions import UnknownCondition, get_condition
+from selection.engine.reason_codes import Disposition
 from selection.engine.routing.report import routing_summary, strict_refusal
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
@@ -203,7 +204,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  {c.unit_id:32} {c.evidence_class:22} {c.disposition:15} {c.stage:12} {c.reason_code}"
             )
-        omitted = [c for c in result.trace.candidates if c.disposition == "budget_omitted"]
+        omitted = [c for c in result.trace.candidates if c.disposition == Disposition.BUDGET_OMITTED]
         self.stdout.write("\nBudget omissions:" if omitted else "\nBudget omissions: none")
         for c in omitted:
             self.stdout.write(

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from selection.corpus import CorpusError, CorpusIssue, read_corpus
-from selection.engine.types import Gate, OpenLoop
+from selection.engine.gates import Gate
+from selection.engine.types import OpenLoop
 
 
 def rejected(path: Path) -> CorpusError:

@@ -6,6 +6,7 @@ import pytest
 from engine_testkit import BOOK, REPO, load_corpus
 
 from selection.engine import CorpusIndex, attribute, select
+from selection.engine.explain import FUNNEL_STAGES, loss_funnel, trace_outcomes
 from selection.engine.metrics import overlap, score_bundle
 
 pytestmark = pytest.mark.skipif(
@@ -129,3 +130,22 @@ def test_context_lab_fixture_selects_at_every_condition_when_present():
                 "rejected",
                 "budget_omitted",
             }
+
+
+@pytest.mark.parametrize("condition", ["C0", "C3", "C4", "C6"])
+def test_the_loss_funnel_and_the_attribution_place_every_missed_unit_alike(book, condition):
+    # both read missed_code(): a MUST unit's funnel stage is the stage of its E-code, task by task
+    _, index, tasks, run, _ = book
+    code_of_stage = {key: code for key, code, _ in FUNNEL_STAGES}
+    ledger_missed = 0
+    for task_id, task in tasks.items():
+        trace = run(task_id, condition).trace
+        attributed = {
+            e.unit_id: e.code for e in attribute(trace, task.ledger, index.position).units
+            if e.label == "MUST"
+        }
+        funnel = loss_funnel(trace_outcomes(trace.candidates), task.ledger, index.position)
+        placed = {uid: code_of_stage[stage] for uid, stage in funnel.units if code_of_stage[stage]}
+        assert placed == attributed, task_id
+        ledger_missed += funnel.lost
+    assert ledger_missed > 0  # the comparison saw misses, not only admitted units

@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-from .index import DenseHits, normalise_rows, normalise_vector, top_k
+from .dense import DenseHits, normalise_rows, normalise_vector
+from .topk import top_k
 
 DEFAULT_SEED = 20260901
 KMEANS_ITERATIONS = 10

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.bench.runner import BenchOptions, run
+from bench.runner import BenchOptions, run
 
 
 def _sizes(value: str) -> tuple[int, ...]:

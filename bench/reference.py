@@ -6,10 +6,15 @@ pulls, signals, policy, coalescing, budget and a full trace) by this one's.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from rank_bm25 import BM25Okapi
 
 from selection.engine.index import tokenise
+
+from .generator import SyntheticCorpus
+from .stats import summary
 
 
 class ReferenceRetriever:
@@ -30,3 +35,20 @@ class ReferenceRetriever:
             for rank, pos in enumerate(ranking, start=1):
                 fused[pos] = fused.get(pos, 0.0) + 1.0 / (60 + rank)
         return sorted(fused, key=lambda p: (-fused[p], p))[: self.pool]
+
+
+def time_reference(bench: SyntheticCorpus, queries: int) -> dict:
+    """The reference's query p50/p95 over the synthetic tasks, and the seconds its build took."""
+    start = time.perf_counter()
+    reference = ReferenceRetriever([u.text for u in bench.units], bench.vectors)
+    build_s = time.perf_counter() - start
+    times = []
+    for i in range(queries):
+        task = bench.tasks[i % len(bench.tasks)]
+        start = time.perf_counter()
+        reference.query(task.query, task.query_vector)
+        times.append((time.perf_counter() - start) * 1e3)
+    del reference
+    out = summary(times)
+    out["build_s"] = round(build_s, 2)
+    return out

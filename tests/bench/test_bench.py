@@ -6,15 +6,17 @@ are. The IVF searcher's exactness and determinism are tested without a database.
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from django.core.management import call_command
 
-from selection.bench.generator import generate
-from selection.engine.index import CorpusIndex, NumpyExactSearcher
-from selection.engine.ivf import IvfSearcher
+import bench
+from bench.generator import generate
+from selection.engine.index import CorpusIndex, IvfSearcher, NumpyExactSearcher
 from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest, WorkFrame
 
@@ -106,3 +108,32 @@ def test_ivf_is_chosen_above_the_threshold_and_named_in_the_trace():
     first, second = select(request, large), select(request, large)
     assert first.trace.retriever.dense.startswith("numpy-ivf(nlist=")
     assert first.trace == second.trace and first.bundle.digest == second.bundle.digest
+
+
+def test_the_bench_measures_through_hooks_and_touches_nothing_private():
+    # stage times come from StageTimings; a bench module that rebinds another module's names or
+    # calls its private functions breaks the rule the timings hook replaced
+    offences = []
+    for path in sorted(Path(bench.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imported |= {a.asname or a.name for a in node.names}
+                if node.level == 0:
+                    offences += [f"{path.name}: imports {node.module}.{a.name}" for a in node.names
+                                 if a.name.startswith("_")]
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            for target in targets if isinstance(node, ast.Assign | ast.AugAssign) else []:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) \
+                            and part.value.id in imported:
+                        offences.append(f"{path.name}:{node.lineno} rebinds {part.value.id}.{part.attr}")
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in imported and node.attr.startswith("_") \
+                    and not node.attr.startswith("__"):
+                offences.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert offences == []

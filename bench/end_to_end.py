@@ -1,0 +1,53 @@
+"""The selection service end to end: frame lookup, two query embeddings (cache cleared), select and
+the durable trace write, each part read off the StageTimings that run_selection fills in.
+"""
+
+from __future__ import annotations
+
+import time
+
+from selection import services, store
+from selection.engine.timings import StageTimings, TimedStage
+from selection.models import Task
+
+from .database import StoredBench
+from .generator import SyntheticCorpus
+from .stats import summary
+
+PARTS = {"embed": TimedStage.EMBED, "select": TimedStage.SELECT, "trace_write": TimedStage.TRACE_WRITE}
+WARM_RUNS = 3  # untimed first runs: the model, the index and the code paths warm up
+
+
+def time_service(stored: StoredBench, bench: SyntheticCorpus, runs: int) -> dict:
+    """run_selection p50/p95 over the stored synthetic tasks, with its embed, select and trace-write
+    parts."""
+    start = time.perf_counter()
+    store.corpus_index(stored.corpus.pk)
+    load_s = time.perf_counter() - start
+    tasks = list(Task.objects.filter(corpus=stored.corpus).select_related("project", "corpus"))
+    tasks = [t for t in tasks if t.uid.startswith("t")][: len(bench.tasks)]
+    totals: dict[str, list[float]] = {"total": [], **{name: [] for name in PARTS}}
+    timings = StageTimings()
+    services.embed_queries(["warm the model"])
+    for i in range(runs + WARM_RUNS):
+        task = tasks[i % len(tasks)]
+        services.embed_cache_clear()
+        timings.clear()
+        work = store.work_frame_for_task(task)
+        begun = time.perf_counter()
+        services.run_selection(
+            project=task.project, query=task.query, work_frame=work,
+            budget_tokens=task.budget_tokens, standpoint=task.standpoint, task=task,
+            source="bench", timings=timings,
+        )
+        elapsed = time.perf_counter() - begun
+        if i < WARM_RUNS:
+            continue
+        totals["total"].append(elapsed * 1e3)
+        for name, stage in PARTS.items():
+            totals[name].append(timings.ms(stage))
+    out = summary(totals["total"])
+    out.update({name: summary(values) for name, values in totals.items() if name != "total"})
+    out["index_load_s"] = round(load_s, 2)
+    out["dense_searcher"] = store.corpus_index(stored.corpus.pk).dense.name
+    return out

@@ -1,0 +1,68 @@
+"""Import rate: corpus_import of a generated corpus with real model embeddings, rolled back after."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import replace
+
+from django.db import transaction
+
+from selection.corpus.records import CorpusData, ProjectSpec, UnitRecord
+from selection.corpus.writer import write_corpus
+from selection.importing import corpus_import
+
+from .generator import generate
+
+
+class _Rollback(Exception):
+    """Raised inside the import's transaction so that nothing it wrote stays."""
+
+
+def time_import(bench_size: int, seed: int, units: int) -> dict:
+    """Units per second through corpus_import, and the seconds spent embedding before the writes."""
+    small = generate(units, seed=seed + 1, tasks=1)
+    rename = {slug: slug.replace("bench-", "bench-import-") for slug in small.slugs}
+    data = CorpusData(
+        name=f"bench-import-{units}",
+        description="benchmark import",
+        standpoint=small.standpoint,
+        projects=tuple(
+            ProjectSpec(
+                slug=rename[slug], name=slug, frame={**small.snapshots[slug], "scope": [rename[slug]]},
+                project_frame=replace(small.frames[slug], project=rename[slug], scope=(rename[slug],)),
+            )
+            for slug in small.slugs
+        ),
+        units=tuple(
+            UnitRecord(unit=replace(u, project=rename[u.project]), line=i + 1)
+            for i, u in enumerate(small.units)
+        ),
+    )
+    phases: dict[str, float] = {}
+    marks = {"start": 0.0}
+
+    def progress(step: str, advanced: int, total: int) -> None:
+        now = time.perf_counter()
+        phases.setdefault(f"{step}_first", now)
+        phases[f"{step}_last"] = now
+
+    with tempfile.TemporaryDirectory() as directory:
+        write_corpus(data, directory)
+        marks["start"] = time.perf_counter()
+        try:
+            with transaction.atomic():
+                corpus_import(directory, progress=progress)
+                marks["end"] = time.perf_counter()
+                raise _Rollback
+        except _Rollback:
+            pass
+    total = marks["end"] - marks["start"]
+    embed_s = phases.get("writing_first", marks["end"]) - marks["start"]
+    return {
+        "units": units,
+        "seconds": round(total, 2),
+        "units_per_s": round(units / total, 1),
+        "embedding_s": round(embed_s, 2),
+        "embedding": "all-MiniLM-L6-v2 (the packaged model)",
+    }

@@ -1,0 +1,194 @@
+"""The benchmark run: at each size, every part in turn, one JSON document printed as it goes, and
+issue 7's targets checked against it. Each part lives in its own module, by what it measures:
+
+  selection_latency   engine select() per condition, split by stage (StageTimings); dense recall
+  reference           rank_bm25 + exact cosine + RRF, the baseline C6 is compared with
+  end_to_end          selection.services.run_selection with embeddings and the durable trace write
+  backtest_throughput backtest.services.replay_one in forked workers
+  import_rate         selection.importing.corpus_import with real embeddings, rolled back
+
+Timings are wall-clock medians and 95th percentiles over repeated requests (the synthetic tasks,
+cycled); stage times come from the StageTimings the engine and the services fill in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from threadpoolctl import threadpool_limits
+
+from selection.engine.index import IVF_THRESHOLD, CorpusIndex, NumpyExactSearcher
+
+from .backtest_throughput import time_backtest
+from .database import bench_corpus
+from .end_to_end import time_service
+from .generator import SyntheticCorpus, generate
+from .import_rate import time_import
+from .reference import time_reference
+from .selection_latency import dense_recall, engine_requests, time_selection
+from .stats import machine, peak_rss_mb
+
+CONDITIONS = ("C0", "C4", "C6")
+TARGETS = {  # size -> C6 selection p95 limit in ms (issue 7)
+    10_000: 5.0,
+    100_000: 15.0,
+    1_000_000: 50.0,
+}
+E2E_P95_LIMIT_MS = 80.0  # at 100k, two query embeddings and a durable trace write included
+REPLAYS_PER_WORKER_MIN = 150.0  # at 100k
+IMPORT_UNITS_PER_S_MIN = 100.0
+REFERENCE_SPEEDUP_MIN = 10.0  # at 100k
+
+
+@dataclass
+class BenchOptions:
+    sizes: tuple[int, ...] = (10_000,)
+    seed: int = 7
+    tasks: int = 64
+    samples: int = 256  # selections timed per condition
+    reference_queries: int = 24
+    database: bool = True  # the service, backtest and import parts need the database
+    db_max_size: int = 100_000  # larger corpora skip the database parts (said in the output)
+    e2e_runs: int = 40
+    workers: tuple[int, ...] = (1, 2)
+    import_units: int = 10_000  # units imported with the real model, once per run (first size)
+    blas_threads: int | None = 1
+    dense_threshold: int | None = IVF_THRESHOLD
+    extra: dict = field(default_factory=dict)
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def run_size(size: int, options: BenchOptions, say: Callable[[str], None]) -> dict:
+    out: dict = {"units": size}
+    begun = time.perf_counter()
+    bench = generate(size, seed=options.seed, tasks=options.tasks)
+    out["generate_s"] = round(time.perf_counter() - begun, 2)
+    begun = time.perf_counter()
+    index = CorpusIndex.build(bench.units, bench.vectors, dense_threshold=options.dense_threshold)
+    out["index_build_s"] = round(time.perf_counter() - begun, 2)
+    out["dense_searcher"] = index.dense.name
+    say(f"[{size}] generated in {out['generate_s']} s, indexed in {out['index_build_s']} s "
+        f"({index.dense.name})")
+    out["selection"] = {}
+    for condition in CONDITIONS:
+        timing = time_selection(index, engine_requests(bench, condition), options.samples)
+        out["selection"][condition] = timing
+        say(f"[{size}] {condition}: p50 {timing['p50_ms']} ms, p95 {timing['p95_ms']} ms "
+            f"(retrieval p50 {timing['retrieval']['p50_ms']}, policy {timing['policy']['p50_ms']},"
+            f" trace records {timing['trace_build']['p50_ms']}, trace as_dict "
+            f"{timing['trace_serialise']['p50_ms']}; {timing['candidates_mean']} candidates)")
+    if not isinstance(index.dense, NumpyExactSearcher):
+        out["dense_recall"] = dense_recall(index, bench)
+        say(f"[{size}] {index.dense.name} against exact: {out['dense_recall']}")
+    queries = options.reference_queries if size < 1_000_000 else max(3, options.reference_queries // 4)
+    out["reference"] = time_reference(bench, queries)
+    c6 = out["selection"]["C6"]["p50_ms"]
+    ref = out["reference"]["p50_ms"]
+    out["ratio_vs_reference"] = round(c6 / ref, 4)
+    say(f"[{size}] reference (rank_bm25 + numpy exact + RRF, query only): p50 {ref} ms, "
+        f"p95 {out['reference']['p95_ms']} ms, built in {out['reference']['build_s']} s; "
+        f"ours/reference = {out['ratio_vs_reference']} ({ref / c6:.1f}x faster)")
+    out["backtest_replays_per_s"] = None
+    if options.database and size <= options.db_max_size:
+        out.update(_database_parts(bench, options, say))
+    elif options.database:
+        note = (f"database parts skipped above {options.db_max_size} units (--db-max-size): "
+                "writing and loading the corpus would dominate the run")
+        out["database_note"] = note
+        say(f"[{size}] {note}")
+    del index, bench
+    out["peak_rss_mb"] = peak_rss_mb()
+    say(f"[{size}] peak RSS so far {out['peak_rss_mb']} MB")
+    return out
+
+
+def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say) -> dict:
+    out: dict = {}
+    stored = bench_corpus(bench)
+    out["database_corpus"] = {
+        "name": stored.corpus.name, "reused": stored.reused,
+        "write_s": None if stored.write_s is None else round(stored.write_s, 2),
+    }
+    say(f"[{bench.size}] corpus {stored.corpus.name} "
+        + ("reused" if stored.reused else f"written by COPY in {stored.write_s:.1f} s"))
+    e2e = time_service(stored, bench, options.e2e_runs)
+    out["end_to_end"] = e2e
+    say(f"[{bench.size}] end to end (run_selection, 2 embeddings, durable trace): p50 "
+        f"{e2e['p50_ms']} ms, p95 {e2e['p95_ms']} ms (embed p50 {e2e['embed']['p50_ms']}, "
+        f"select {e2e['select']['p50_ms']}, trace write {e2e['trace_write']['p50_ms']}; "
+        f"index loaded in {e2e['index_load_s']} s)")
+    rates: dict[str, float] = {}
+    details: dict[str, dict] = {}
+    for workers in options.workers:
+        result = time_backtest(stored, workers)
+        rates[str(workers)] = result["replays_per_s"]
+        details[str(workers)] = result
+        say(f"[{bench.size}] backtest, {workers} worker(s): {result['replays_per_s']} replays/s "
+            f"({result['per_worker']} per worker, {result['replays']} replays)")
+    out["backtest_replays_per_s"] = rates
+    out["backtest"] = details
+    if options.import_units > 0 and not options.extra.get("imported"):
+        options.extra["imported"] = True  # once per run, at the first size with a database
+        imported = time_import(bench.size, options.seed, min(bench.size, options.import_units))
+        out["import"] = imported
+        say(f"[{bench.size}] import with embeddings: {imported['units_per_s']} units/s "
+            f"({imported['units']} units in {imported['seconds']} s, embedding "
+            f"{imported['embedding_s']} s)")
+    return out
+
+
+def targets(doc: dict) -> list[dict]:
+    """Issue 7's targets against what was measured (sizes not run are left out)."""
+    checks = []
+    sizes = doc["sizes"]
+    for size, limit in TARGETS.items():
+        if str(size) in sizes:
+            value = sizes[str(size)]["selection"]["C6"]["p95_ms"]
+            checks.append(_check(f"C6 selection p95 at {size}", value, "<=", limit, "ms"))
+    at100k = sizes.get("100000", {})
+    if at100k.get("end_to_end"):
+        checks.append(_check("end-to-end p95 at 100000", at100k["end_to_end"]["p95_ms"], "<=",
+                             E2E_P95_LIMIT_MS, "ms"))
+    if at100k.get("backtest"):
+        for workers, result in at100k["backtest"].items():
+            checks.append(_check(f"backtest replays/s per worker at 100000, {workers} worker(s)",
+                                 result["per_worker"], ">=", REPLAYS_PER_WORKER_MIN, "/s"))
+    if at100k.get("reference"):
+        speedup = round(1 / at100k["ratio_vs_reference"], 1)
+        checks.append(_check("speed-up over the reference at 100000", speedup, ">=",
+                             REFERENCE_SPEEDUP_MIN, "x"))
+    for entry in sizes.values():
+        if entry.get("import"):
+            checks.append(_check(f"import units/s with embeddings ({entry['import']['units']} units)",
+                                 entry["import"]["units_per_s"], ">=", IMPORT_UNITS_PER_S_MIN, "/s"))
+    return checks
+
+
+def _check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
+    met = value <= limit if op == "<=" else value >= limit
+    return {"target": name, "value": value, "limit": f"{op} {limit} {unit}", "met": bool(met)}
+
+
+def run(options: BenchOptions, say: Callable[[str], None] = print) -> dict:
+    doc: dict = {"machine": machine(), "options": {
+        "seed": options.seed, "tasks": options.tasks, "samples": options.samples,
+        "blas_threads": options.blas_threads, "dense_threshold": options.dense_threshold,
+    }, "sizes": {}}
+    say(f"machine: {doc['machine']['cpus']} CPUs ({doc['machine']['cpu_model']}), load "
+        f"{doc['machine']['load_average_at_start']}; BLAS threads {options.blas_threads or 'default'}")
+    limits = threadpool_limits(options.blas_threads) if options.blas_threads else contextlib.nullcontext()
+    with limits:
+        for size in sorted(options.sizes):
+            doc["sizes"][str(size)] = run_size(size, options, say)
+    doc["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["targets"] = targets(doc)
+    for check in doc["targets"]:
+        say(f"target {'MET   ' if check['met'] else 'MISSED'} {check['target']}: "
+            f"{check['value']} (limit {check['limit']})")
+    return doc

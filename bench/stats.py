@@ -1,0 +1,38 @@
+"""What every bench part reports with: percentile summaries, the machine, the peak memory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import resource
+
+import numpy as np
+
+
+def summary(values_ms: list[float]) -> dict:
+    arr = np.asarray(values_ms, dtype=np.float64)
+    if arr.size == 0:
+        return {"p50_ms": None, "p95_ms": None, "n": 0}
+    return {
+        "p50_ms": round(float(np.percentile(arr, 50)), 3),
+        "p95_ms": round(float(np.percentile(arr, 95)), 3),
+        "n": int(arr.size),
+    }
+
+
+def machine() -> dict:
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if "model name" in ln), "")
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -1,0 +1,30 @@
+"""Retrieval indexes, one concern a module; imports run one way, no cycle:
+
+tokens, topk  <-  bm25, dense  <-  ivf  <-  corpus (CorpusIndex, which picks the dense searcher).
+"""
+
+from .bm25 import FULL_ROW_MAX_TERMS, FULL_ROW_MIN_UNITS, BM25Index
+from .corpus import IVF_THRESHOLD, CorpusIndex, dense_searcher
+from .dense import DenseHits, DenseSearcher, NumpyExactSearcher, normalise_rows, normalise_vector
+from .ivf import IvfSearcher
+from .tokens import TOKENISER, tokenise
+from .topk import TOP_K_BLOCKED, top_k
+
+__all__ = [
+    "BM25Index",
+    "CorpusIndex",
+    "DenseHits",
+    "DenseSearcher",
+    "FULL_ROW_MAX_TERMS",
+    "FULL_ROW_MIN_UNITS",
+    "IVF_THRESHOLD",
+    "IvfSearcher",
+    "NumpyExactSearcher",
+    "TOKENISER",
+    "TOP_K_BLOCKED",
+    "dense_searcher",
+    "normalise_rows",
+    "normalise_vector",
+    "tokenise",
+    "top_k",
+]

@@ -1,0 +1,115 @@
+"""Dense search: the searcher protocol, its hits, and the exact numpy searcher; no approximation here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from .topk import top_k
+
+
+class DenseHits:
+    """One dense query's top positions (cosine desc, position asc) and any unit's cosine on demand.
+
+    An exact searcher hands over every cosine (`full`); an approximate one hands over the cosines
+    it computed (`known`) and a function that scores any other positions exactly.
+    """
+
+    __slots__ = ("top", "_full", "_known", "_exact")
+
+    def __init__(
+        self,
+        top: np.ndarray,
+        *,
+        full: np.ndarray | None = None,
+        known: dict[int, float] | None = None,
+        exact: Callable[[np.ndarray], np.ndarray] | None = None,
+    ):
+        if full is None and exact is None:
+            raise ValueError("DenseHits needs every cosine or a way to compute one")
+        self.top = top
+        self._full = full
+        self._known = known if known is not None else {}
+        self._exact = exact
+
+    def prefetch(self, positions: Sequence[int]) -> None:
+        """Compute the cosines `score` will be asked for in one product instead of one by one."""
+        if self._full is not None:
+            return
+        missing = [p for p in positions if p not in self._known]
+        if missing:
+            values = self._exact(np.asarray(missing, dtype=np.int64))
+            self._known.update(zip(missing, values.tolist(), strict=True))
+
+    def score(self, pos: int) -> float:
+        if self._full is not None:
+            return float(self._full[pos])
+        value = self._known.get(pos)
+        if value is None:
+            value = float(self._exact(np.asarray([pos], dtype=np.int64))[0])
+            self._known[pos] = value
+        return value
+
+
+class DenseSearcher(Protocol):
+    """Nearest-neighbour search over unit positions (NumpyExactSearcher, IvfSearcher).
+
+    `name` is recorded in every trace's retriever config, so it names the searcher's parameters.
+    """
+
+    name: str
+    dimension: int
+    size: int
+
+    def scores(self, vector: np.ndarray) -> np.ndarray:
+        """Cosine similarity of `vector` to every unit, indexed by position (float32 or float64)."""
+        ...
+
+    def top(self, vector: np.ndarray, k: int) -> np.ndarray:
+        """Positions of the k most similar units, ordered by (similarity desc, position)."""
+        ...
+
+    def search(self, vector: np.ndarray, k: int) -> DenseHits:
+        """top() with the cosines; a searcher without it is scanned through scores()."""
+        ...
+
+
+def normalise_rows(vectors: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise ValueError("vectors must be an (N, d) array")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+
+
+class NumpyExactSearcher:
+    """Exact cosine: one float32 matrix-vector product over row-normalised vectors."""
+
+    name = "numpy-exact-cosine"
+
+    def __init__(self, vectors: np.ndarray):
+        self.matrix = normalise_rows(vectors)
+        self.dimension = int(self.matrix.shape[1])
+        self.size = int(self.matrix.shape[0])
+
+    def scores(self, vector: np.ndarray) -> np.ndarray:
+        query = normalise_vector(vector, self.dimension)
+        return self.matrix @ query
+
+    def top(self, vector: np.ndarray, k: int) -> np.ndarray:
+        return top_k(self.scores(vector), k)
+
+    def search(self, vector: np.ndarray, k: int) -> DenseHits:
+        full = self.scores(vector)
+        return DenseHits(top_k(full, k), full=full)
+
+
+def normalise_vector(vector: Sequence[float] | np.ndarray, dimension: int) -> np.ndarray:
+    query = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if query.shape[0] != dimension:
+        raise ValueError(f"query vector has dimension {query.shape[0]}, index has {dimension}")
+    norm = float(np.linalg.norm(query))
+    return query / norm if norm else query

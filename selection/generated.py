@@ -1,0 +1,137 @@
+"""A generated corpus written by COPY: the benchmark's way in (millions of units, no model run).
+
+The rows look like an import's — projects with a promoted frame version 1, units with their
+vectors, links, tasks with a MUST ledger — so every service reads them as any corpus. Frame
+versions and promotions are written by authority.services, the audit row by authority.audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from django.db import connection
+from pgvector.psycopg import register_vector
+from psycopg.types.json import Jsonb
+
+from authority.audit import audit_record
+from authority.services import frame_version_create, promotion_create
+from selection.engine.types import Unit
+
+from .models import Corpus, LedgerEntry, MemoryUnit, Project, Task
+
+_UNIT_COLUMNS = (
+    "corpus_id", "project_id", "uid", "position", "evidence_class", "title", "text", "tokens",
+    "created_at", "valid_from", "valid_to", "open_loop_status", "open_loop_kind", "paths",
+    "subject", "facet", "root", "embedding", "extras",
+)
+_UNIT_TYPES = (
+    "bigint", "bigint", "varchar", "integer", "varchar", "varchar", "text", "integer",
+    "timestamptz", "timestamptz", "timestamptz", "varchar", "varchar", "varchar[]", "varchar",
+    "varchar", "boolean", "vector", "jsonb",
+)
+
+
+@dataclass(frozen=True)
+class GeneratedTask:
+    """One replayable request with the units it needs (its MUST ledger)."""
+
+    id: str
+    project: str
+    query: str
+    objective: str
+    work_type: str
+    budget_tokens: int
+    standpoint: datetime
+    must: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GeneratedCorpus:
+    name: str
+    description: str
+    standpoint: datetime
+    embedding_model: str
+    extras: dict
+    frames: dict[str, dict]  # project slug -> its frame snapshot, in project order
+    units: Sequence[Unit]
+    vectors: np.ndarray  # one row per unit
+    tasks: Sequence[GeneratedTask]
+
+
+def generated_corpus_write(data: GeneratedCorpus) -> tuple[Corpus, dict[str, Project]]:
+    """Write `data` inside the caller's transaction; returns the corpus and its projects by slug."""
+    corpus = Corpus.objects.create(
+        name=data.name, description=data.description, standpoint=data.standpoint,
+        embedding_model=data.embedding_model, extras=data.extras,
+    )
+    projects: dict[str, Project] = {}
+    for position, (slug, snapshot) in enumerate(data.frames.items()):
+        project = Project.objects.create(corpus=corpus, slug=slug, name=slug, position=position)
+        version = frame_version_create(project=project, snapshot=snapshot, origin="import")
+        promotion_create(project=project, frame_version=version)
+        projects[slug] = project
+    _copy_units(data, corpus, projects)
+    ids = dict(MemoryUnit.objects.filter(corpus=corpus).values_list("uid", "id"))
+    _copy_links(data.units, ids)
+    _write_tasks(data.tasks, corpus, projects, ids)
+    audit_record(
+        actor=None, project=None, action="corpus.imported", obj=corpus,
+        summary=f"{data.name}: {len(data.units)} generated units, {len(data.tasks)} tasks (benchmark)",
+        payload={"units": len(data.units), "tasks": len(data.tasks), **data.extras},
+    )
+    return corpus, projects
+
+
+def _copy_units(data: GeneratedCorpus, corpus: Corpus, projects: dict[str, Project]) -> None:
+    raw = connection.connection  # the psycopg connection under Django's
+    register_vector(raw)
+    sql = f"COPY {MemoryUnit._meta.db_table} ({', '.join(_UNIT_COLUMNS)}) FROM STDIN WITH (FORMAT BINARY)"
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        copy.set_types(list(_UNIT_TYPES))
+        for i, unit in enumerate(data.units):
+            loop = unit.open_loop
+            copy.write_row(
+                (
+                    corpus.pk, projects[unit.project].pk, unit.id, i + 1, unit.evidence_class,
+                    unit.title, unit.text, unit.tokens, unit.created_at, unit.valid_from,
+                    unit.valid_to, loop.status if loop else "", loop.kind if loop else "",
+                    list(unit.paths), unit.subject or "", unit.facet or "", unit.root,
+                    np.asarray(data.vectors[i], dtype=np.float32), Jsonb({}),
+                )
+            )
+
+
+def _copy_links(units: Sequence[Unit], ids: dict[str, int]) -> None:
+    sql = "COPY selection_unitlink (source_id, target_id, kind, position) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for unit in units:
+            source = ids[unit.id]
+            for kind, targets in (
+                ("supersedes", unit.supersedes),
+                ("echo_of", (unit.echo_of,) if unit.echo_of else ()),
+                ("supports", unit.supports),
+                ("refutes", unit.refutes),
+            ):
+                for position, target in enumerate(targets):
+                    copy.write_row((source, ids[target], kind, position))
+
+
+def _write_tasks(
+    tasks: Sequence[GeneratedTask], corpus: Corpus, projects: dict[str, Project], ids: dict[str, int]
+) -> None:
+    rows = Task.objects.bulk_create(
+        Task(
+            corpus=corpus, project=projects[t.project], uid=t.id, position=i, family="bench",
+            query=t.query, standpoint=t.standpoint, budget_tokens=t.budget_tokens,
+            frame={"objective": t.objective, "work_type": t.work_type},
+        )
+        for i, t in enumerate(tasks)
+    )
+    LedgerEntry.objects.bulk_create(
+        LedgerEntry(task=row, unit_id=ids[uid], label="MUST")
+        for row, t in zip(rows, tasks, strict=True)
+        for uid in t.must
+    )
