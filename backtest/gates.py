@@ -7,6 +7,14 @@ limit is breached. Limits compare means over the same tasks:
   max_rise  x   the candidate mean may rise at most x above the baseline mean
   max       x   the candidate mean may be at most x
   min       x   the candidate mean must be at least x
+  max_task_drop x   no single task may fall more than x below its own baseline (the reason
+                    names the tasks that did), whatever the mean does
+
+Every gate also reports the mean delta of its metric with a 95 % interval from a paired
+bootstrap over tasks (BOOTSTRAP_SAMPLES resamples, seeded: the same replays give the same
+interval on any machine) and how many tasks improved, regressed and held. With
+`require_interval: true` the primary gate must clear its threshold with the interval's lower
+bound, and max_drop / max_rise limits are judged on the interval's adverse end.
 
 Comparisons allow EPSILON of float noise, so "no worse" (max_rise 0.0) holds for equal means
 summed in another order, and a delta of 1e-17 is not an improvement. The specification is the
@@ -16,8 +24,10 @@ engine's typed Gates (selection.engine.gates), the one the corpus reader builds.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from math import fsum
+
+import numpy as np
 
 from selection.engine.gates import DEFAULT_PRIMARY, LIMIT_BOUNDS, Gates, GateSpecError
 
@@ -41,6 +51,9 @@ __all__ = [
 
 EPSILON = 1e-9
 PRIMARY_GATE = "primary"
+BOOTSTRAP_SAMPLES = 2000
+BOOTSTRAP_SEED = 20261130
+MIN_TASKS = 10  # fewer tasks than this: the page says the delta cannot be told from noise
 
 TaskMetrics = Mapping[str, Mapping[str, float]]  # task id -> metric -> value
 
@@ -55,9 +68,61 @@ class GateResult:
     delta: float
     passed: bool
     reason: str
+    interval: tuple[float, float] | None = None  # 95 % paired-bootstrap interval of the mean delta
+    improved: int = 0
+    regressed: int = 0
+    held: int = 0
+    evidence: str = ""  # the interval and the counts, in one sentence
+    tasks: tuple[str, ...] = ()  # max_task_drop: the tasks that broke the floor
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        doc = asdict(self)
+        doc["interval"] = list(self.interval) if self.interval is not None else None
+        doc["tasks"] = list(self.tasks)
+        return doc
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How one metric moved across tasks: mean delta, its bootstrap interval, the counts."""
+
+    mean: float
+    low: float
+    high: float
+    improved: int
+    regressed: int
+    held: int
+    tasks: int
+
+    @property
+    def sentence(self) -> str:
+        text = (
+            f"mean {signed(self.mean)}, 95 % interval {signed(self.low)} to {signed(self.high)} "
+            f"over {self.tasks} tasks; {self.improved} improved, {self.regressed} regressed, {self.held} held"
+        )
+        if self.tasks < MIN_TASKS:
+            text += f" — {self.tasks} tasks are too few for a delta this size to mean anything"
+        elif self.low <= EPSILON and self.high >= -EPSILON and abs(self.mean) > EPSILON:
+            text += " — the interval includes zero: this task set cannot tell the change from noise"
+        return text
+
+
+def spread(deltas: Sequence[float]) -> Spread:
+    """Mean delta with a seeded paired-bootstrap 95 % interval (resampling tasks), and counts."""
+    values = np.asarray(deltas, dtype=np.float64)
+    n = len(values)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    means = values[rng.integers(0, n, size=(BOOTSTRAP_SAMPLES, n))].mean(axis=1)
+    low, high = (float(x) for x in np.percentile(means, [2.5, 97.5]))
+    return Spread(
+        mean=_mean(list(values)),
+        low=low,
+        high=high,
+        improved=int((values > EPSILON).sum()),
+        regressed=int((values < -EPSILON).sum()),
+        held=int((np.abs(values) <= EPSILON).sum()),
+        tasks=n,
+    )
 
 
 @dataclass(frozen=True)
@@ -129,6 +194,39 @@ def judge_primary(metric: str, min_improvement: float, baseline: float, candidat
     return GateResult(PRIMARY_GATE, metric, min_improvement, baseline, candidate, delta, passed, reason)
 
 
+def judge_primary_interval(
+    metric: str, min_improvement: float, baseline: float, candidate: float, s: Spread
+) -> GateResult:
+    """The primary gate on the interval's lower bound: the rise must hold at its low end."""
+    delta = candidate - baseline
+    passed = s.low > min_improvement + EPSILON
+    moved = f"{_moved(metric, baseline, candidate)} ({signed(delta)})"
+    bound = f"its 95 % interval's lower bound is {signed(s.low)}"
+    if passed:
+        reason = f"{moved}; {bound}, more than the {min_improvement:g} required"
+    else:
+        reason = f"{moved}, but {bound}: the interval must clear {min_improvement:g}"
+    return GateResult(PRIMARY_GATE, metric, min_improvement, baseline, candidate, delta, passed, reason)
+
+
+def judge_task_floor(
+    metric: str, limit: float, baseline: Mapping[str, float], candidate: Mapping[str, float]
+) -> GateResult:
+    """max_task_drop: no task may fall more than `limit` below its own baseline."""
+    drops = {t: baseline[t] - candidate[t] for t in baseline}
+    broke = tuple(t for t in baseline if drops[t] > limit + EPSILON)
+    base, cand = _mean(list(baseline.values())), _mean(list(candidate.values()))
+    worst = max(drops.values(), default=0.0)
+    if broke:
+        listed = ", ".join(f"{t} ({signed(-drops[t])})" for t in broke)
+        reason = f"{metric} fell by more than the {limit:g} a task may lose on {listed}"
+    elif worst > EPSILON:
+        reason = f"no task lost more than {limit:g} of {metric} (the worst lost {fmt(worst)})"
+    else:
+        reason = f"no task lost any {metric}"
+    return GateResult("max_task_drop", metric, float(limit), base, cand, cand - base, not broke, reason, tasks=broke)
+
+
 def judge_limit(metric: str, bound: str, limit: float, baseline: float, candidate: float) -> GateResult:
     delta = candidate - baseline
     moved = _moved(metric, baseline, candidate)
@@ -180,11 +278,45 @@ def decide(gates: Gates | Mapping, baseline: TaskMetrics, candidate: TaskMetrics
         return {name: _mean([float(side[t][name]) for t in tasks]) for name in measured}
 
     base_means, cand_means = means(baseline), means(candidate)
-    results = [judge_primary(primary, spec.min_improvement, base_means[primary], cand_means[primary])]
+    spreads = {
+        name: spread([float(candidate[t][name]) - float(baseline[t][name]) for t in tasks]) for name in wanted
+    }
+    s = spreads[primary]
+    if spec.require_interval:
+        first = judge_primary_interval(primary, spec.min_improvement, base_means[primary], cand_means[primary], s)
+    else:
+        first = judge_primary(primary, spec.min_improvement, base_means[primary], cand_means[primary])
+    results = [first]
     for limit in spec.limits:
         metric = limit.metric
         for bound, value in limit.bounds:
-            results.append(judge_limit(metric, bound, value, base_means[metric], cand_means[metric]))
+            if bound == "max_task_drop":
+                per_base = {t: float(baseline[t][metric]) for t in tasks}
+                per_cand = {t: float(candidate[t][metric]) for t in tasks}
+                results.append(judge_task_floor(metric, value, per_base, per_cand))
+                continue
+            judged = judge_limit(metric, bound, value, base_means[metric], cand_means[metric])
+            if spec.require_interval and bound in ("max_drop", "max_rise"):
+                worst = -spreads[metric].low if bound == "max_drop" else spreads[metric].high
+                if worst > value + EPSILON and judged.passed:
+                    word = "drop" if bound == "max_drop" else "rise"
+                    judged = replace(
+                        judged,
+                        passed=False,
+                        reason=f"{judged.reason}, but the 95 % interval allows a {word} of {fmt(worst)}",
+                    )
+            results.append(judged)
+    results = [
+        replace(
+            g,
+            interval=(spreads[g.metric].low, spreads[g.metric].high),
+            improved=spreads[g.metric].improved,
+            regressed=spreads[g.metric].regressed,
+            held=spreads[g.metric].held,
+            evidence=spreads[g.metric].sentence,
+        )
+        for g in results
+    ]
     per_task = tuple(
         TaskDelta(
             task=t,

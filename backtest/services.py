@@ -28,6 +28,7 @@ from selection.engine.index import CorpusIndex
 from selection.engine.metrics import score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.engine.types import ProjectFrame, SelectionResult, WorkFrame
+from selection.framing import FramingError, task_work_frame
 from selection.models import Project, Task
 from selection.scoring import ledgers_for_tasks
 from selection.services import SelectionInputs, embed_queries, selection_run, trace_write
@@ -196,9 +197,20 @@ def _maps(corpus_id: int, index: CorpusIndex) -> tuple[dict, dict]:
 def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple[SelectionResult, CorpusIndex]:
     task = context.task
     index = store.corpus_index(task.corpus_id)
+    work_frame = context.work_frame
+    if frame.establishment.builder != "declared":
+        # the frame says how work frames are established: a side whose frame names a builder is
+        # replayed as an agent that declares nothing would meet it, so a proposed builder,
+        # threshold, description or cue is measured like any other frame change
+        try:
+            work_frame = task_work_frame(
+                task=task, builder=frame.establishment.builder, project_frame=frame
+            )
+        except FramingError as error:
+            raise BacktestError(f"{task.uid}: {error}") from error
     inputs = SelectionInputs(
         project_frame=frame,
-        work_frame=context.work_frame,
+        work_frame=work_frame,
         query=task.query,
         budget_tokens=task.budget_tokens,
         condition=condition,

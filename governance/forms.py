@@ -12,6 +12,7 @@ from typing import Any
 
 from django import forms
 
+from selection.corpus.frames import listed_classes
 from selection.corpus.places import IDENTIFIER
 
 from .frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch
@@ -63,6 +64,18 @@ class ProposeForm(forms.Form):
         label="Its classes",
         help_text=LINES_HELP,
     )
+    new_wt_description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Its description",
+        help_text="one or two sentences, for frame builders (optional)",
+    )
+    new_wt_cues = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Its cues",
+        help_text="words or phrases that signal it, one per line (optional)",
+    )
     gate_primary = forms.ChoiceField(required=False, label="Primary metric")
     gate_min_improvement = forms.FloatField(required=False, label="Minimum improvement")
     raw_patch = forms.CharField(
@@ -100,7 +113,23 @@ class ProposeForm(forms.Form):
             self.fields[f"wt_remove__{name}"] = forms.BooleanField(
                 required=False, label="remove this work type"
             )
-            self.initial[f"wt__{name}"] = _joined(base["work_types"][name])
+            entry = base["work_types"][name]
+            self.initial[f"wt__{name}"] = _joined(listed_classes(entry))
+            # description and cues: the corpus format 1.1 long form, offered for every work type
+            self.fields[f"wt_desc__{name}"] = forms.CharField(
+                widget=forms.Textarea(attrs={"rows": 2}),
+                required=False,
+                label=f"{name}: description",
+            )
+            self.fields[f"wt_cues__{name}"] = forms.CharField(
+                widget=forms.Textarea(attrs={"rows": 2}),
+                required=False,
+                label=f"{name}: cues",
+                help_text=LINES_HELP,
+            )
+            if isinstance(entry, dict):
+                self.initial[f"wt_desc__{name}"] = entry.get("description", "")
+                self.initial[f"wt_cues__{name}"] = _joined(entry.get("cues"))
         limits = gates.get("limits") if isinstance(gates.get("limits"), list) else []
         self.limit_rows = len(limits) + BLANK_LIMIT_ROWS
         metric_choices = [("", "—")] + [(m, m) for m in METRICS]
@@ -119,7 +148,10 @@ class ProposeForm(forms.Form):
     # --- rendering helpers -------------------------------------------------------------------
 
     def work_type_fields(self):
-        return [(self[f"wt__{n}"], self[f"wt_remove__{n}"]) for n in self.work_type_names]
+        return [
+            (self[f"wt__{n}"], self[f"wt_remove__{n}"], self[f"wt_desc__{n}"], self[f"wt_cues__{n}"])
+            for n in self.work_type_names
+        ]
 
     def limit_fields(self):
         return [
@@ -187,9 +219,19 @@ class ProposeForm(forms.Form):
             if data.get(f"wt_remove__{name}"):
                 work_types.pop(name, None)
             else:
-                work_types[name] = _lines(data.get(f"wt__{name}", ""))
+                work_types[name] = _work_type_entry(
+                    work_types.get(name),
+                    _lines(data.get(f"wt__{name}", "")),
+                    (data.get(f"wt_desc__{name}") or "").strip(),
+                    _lines(data.get(f"wt_cues__{name}", "")),
+                )
         if data["new_wt_name"]:
-            work_types[data["new_wt_name"]] = _lines(data["new_wt_classes"])
+            work_types[data["new_wt_name"]] = _work_type_entry(
+                None,
+                _lines(data["new_wt_classes"]),
+                (data.get("new_wt_description") or "").strip(),
+                _lines(data.get("new_wt_cues", "")),
+            )
         self._set(frame, "work_types", work_types, not work_types)
 
         gates = copy.deepcopy(frame.get("gates")) if isinstance(frame.get("gates"), dict) else {}
@@ -251,6 +293,9 @@ class ProposeForm(forms.Form):
             return head
         if head == "work_types" and len(path) > 1:
             name = path[1]
+            part = path[2] if len(path) > 2 and path[2] in ("description", "cues") else None
+            if part and f"wt_{part[:4]}__{name}" in self.fields:
+                return f"wt_{part[:4]}__{name}"
             if f"wt__{name}" in self.fields:
                 return f"wt__{name}"
             if name == self.cleaned_data.get("new_wt_name"):
@@ -271,6 +316,21 @@ class ProposeForm(forms.Form):
                     return f"limit_{row}_{path[3]}"
                 return f"limit_{row}_metric"
         return "raw_patch" if self.cleaned_data.get("raw_patch") else None
+
+
+def _work_type_entry(base: Any, classes: list[str], description: str, cues: list[str]) -> Any:
+    """A work type as the editor writes it back: the short form (a class list) unless it was
+    written in the long form or now has a description or cues; the long form keeps its x- keys."""
+    if not isinstance(base, dict) and not description and not cues:
+        return classes
+    kept = base if isinstance(base, dict) else {}
+    entry = {k: copy.deepcopy(v) for k, v in kept.items() if k.startswith("x-")}
+    entry["classes"] = classes
+    if description:
+        entry["description"] = description
+    if cues:
+        entry["cues"] = cues
+    return entry
 
 
 class AuditFilterForm(forms.Form):

@@ -14,7 +14,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from selection.corpus.frames import FRAME_KEYS, METRICS, check_frame, merge_patch
+from selection.corpus.frames import (
+    FRAME_KEYS,
+    METRICS,
+    WORK_TYPE_KEYS,
+    check_frame,
+    listed_classes,
+    merge_patch,
+)
 from selection.corpus.places import Place, Report, format_path
 from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS
 
@@ -93,7 +100,9 @@ def _duplicates(frame: Mapping[str, Any]) -> list[FrameIssue]:
     ]
     work_types = frame.get("work_types")
     if isinstance(work_types, dict):
-        lists += [(("work_types", name), classes) for name, classes in sorted(work_types.items())]
+        for name, entry in sorted(work_types.items()):
+            path = ("work_types", name) + (("classes",) if isinstance(entry, dict) else ())
+            lists.append((path, listed_classes(entry)))
     issues = []
     for path, values in lists:
         if not isinstance(values, list):
@@ -118,9 +127,10 @@ def frame_classes(frame: Mapping[str, Any]) -> list[tuple[tuple[str | int, ...],
     named: list[tuple[tuple[str | int, ...], str]] = []
     for index, cls in enumerate(frame.get("default_classes") or ()):
         named.append((("default_classes", index), cls))
-    for name, classes in sorted((frame.get("work_types") or {}).items()):
-        for index, cls in enumerate(classes or ()):
-            named.append((("work_types", name, index), cls))
+    for name, entry in sorted((frame.get("work_types") or {}).items()):
+        long_form = ("classes",) if isinstance(entry, dict) else ()
+        for index, cls in enumerate(listed_classes(entry) or ()):
+            named.append((("work_types", name, *long_form, index), cls))
     return named
 
 
@@ -194,12 +204,8 @@ def diff_frames(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[FieldDiff]:
             left_map = left if isinstance(left, dict) else {}
             right_map = right if isinstance(right, dict) else {}
             for name in sorted(set(left_map) | set(right_map)):
-                rows.append(
-                    _diff_value(
-                        f"work_types.{name}",
-                        left_map.get(name, _ABSENT),
-                        right_map.get(name, _ABSENT),
-                    )
+                rows.extend(
+                    _diff_work_type(name, left_map.get(name, _ABSENT), right_map.get(name, _ABSENT))
                 )
         elif key == "gates" and _mapping_or_absent(left) and _mapping_or_absent(right):
             left_map = left if isinstance(left, dict) else {}
@@ -214,6 +220,28 @@ def diff_frames(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[FieldDiff]:
                 )
         else:
             rows.append(_diff_value(key, left, right))
+    return rows
+
+
+def _diff_work_type(name: str, left: Any, right: Any) -> list[FieldDiff]:
+    """One row for a short-form work type on both sides; one row per part (classes, description,
+    cues) when either side is written in the long form."""
+    if not isinstance(left, dict) and not isinstance(right, dict):
+        return [_diff_value(f"work_types.{name}", left, right)]
+
+    def part(value: Any, key: str) -> Any:
+        if value is _ABSENT:
+            return _ABSENT
+        if isinstance(value, dict):
+            return value.get(key, _ABSENT)
+        return value if key == "classes" else _ABSENT
+
+    rows = []
+    for key in WORK_TYPE_KEYS:
+        before, after = part(left, key), part(right, key)
+        if before is _ABSENT and after is _ABSENT:
+            continue
+        rows.append(_diff_value(f"work_types.{name}.{key}", before, after))
     return rows
 
 

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from authority import access
 from authority.models import AuditEntry, FrameVersion, Promotion
 from authority.selectors import current_frame_version
+from selection.corpus.frames import listed_classes
 from selection.models import MemoryUnit, Project
 
 from .evidence import evidence_for, with_latest_backtest_status
@@ -74,6 +75,8 @@ class WorkTypeRow:
     name: str
     classes: tuple[str, ...]
     open_loop: bool
+    description: str = ""  # long form (corpus format 1.1)
+    cues: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,14 @@ def frame_view(snapshot: dict) -> FrameView:
     work_types = snapshot.get("work_types") or {}
     open_loop = tuple(snapshot.get("open_loop_work_types") or ())
     rows = tuple(
-        WorkTypeRow(name, tuple(classes or ()), name in open_loop)
-        for name, classes in sorted(work_types.items())
+        WorkTypeRow(
+            name,
+            tuple(listed_classes(entry) or ()),
+            name in open_loop,
+            (entry.get("description") or "") if isinstance(entry, dict) else "",
+            tuple(entry.get("cues") or ()) if isinstance(entry, dict) else (),
+        )
+        for name, entry in sorted(work_types.items())
     )
     return FrameView(
         snapshot=snapshot,

@@ -18,11 +18,24 @@ from authority.access import access_evaluate
 from authority.audit import audit_record
 from authority.selectors import current_frame_version
 from selection.engine.attribution import FailureCode
+from selection.engine.builders import BUILDERS, establishment_of
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
 from selection.engine.metrics import METRICS, overlap
 from selection.engine.pipeline import ENGINE_VERSION
 
 from . import store
+from .builder_table import (
+    ABSTENTION,
+    NO_ABSTENTION,
+    SIDES,
+    accuracy,
+    builder_hazard,
+    builder_side,
+    c0_shortfalls,
+    establishment_counts,
+    parse_builders,
+)
+from .framing import task_work_frame
 from .models import Corpus, Evaluation, EvaluationRun, Task
 from .scoring import ledger_for_task, score_result
 from .services import SelectionError, TraceEntry, replay_task, traces_write
@@ -32,6 +45,7 @@ ORACLE = "CO"
 BASELINE = "C0"  # the hazard table's query-only reference
 HAZARD_CONDITION = "C6"  # the misassigned run: the full builder under the wrong work type
 HAZARD_METRIC = "must_include_recall"
+BUILDER_CONDITION = "C6"  # a built frame runs under the full builder, as a declared one does
 DECLARED, MISASSIGNED = "declared", "misassigned"
 ECODES: tuple[str, ...] = tuple(code.value for code in FailureCode)
 TRACE_SOURCE = "evaluation"
@@ -130,6 +144,12 @@ class _Run:
     ecodes: dict[str, str]
     entry: TraceEntry
     trace_id: int | None = field(default=None)
+    builder: str | None = None  # set on a frame-builder run, with its side
+    side: str | None = None
+
+    @property
+    def establishment(self) -> str:
+        return self.entry.result.trace.work_frame.establishment
 
     def row(self) -> dict:
         return {
@@ -140,7 +160,13 @@ class _Run:
         }
 
 
-def evaluation_run(*, corpus: Corpus | str, conditions: str | Iterable[str] | None = None, actor=None) -> Evaluation:
+def evaluation_run(
+    *,
+    corpus: Corpus | str,
+    conditions: str | Iterable[str] | None = None,
+    actor=None,
+    builders: str | Iterable[str] | None = None,
+) -> Evaluation:
     """Replay every task of `corpus` under each condition (plus the hazard's misassigned C6 runs),
     score them against the hidden ledgers, and store the evaluation, its runs and their traces in
     one transaction.
@@ -148,14 +174,25 @@ def evaluation_run(*, corpus: Corpus | str, conditions: str | Iterable[str] | No
     Each project's frame is the version promoted when the run starts, fixed for the whole run.
     The hazard needs both C0 and C6 among `conditions`; without them it is left empty. `actor`
     (None from the command line) must be a lead in one of the corpus's projects.
+
+    `builders` adds the frame-builder table: each task's frame as each builder establishes it from
+    the task's signals, run at C6 with abstention (the frame policy) and without it, beside the
+    declared frame and C0 (both added to the conditions when missing).
     """
     corpus = _corpus(corpus)
     if actor is not None:
         access_evaluate(actor, corpus)  # before any work: a refused run writes nothing
     try:
         names = parse_conditions(conditions)
+        chosen_builders = parse_builders(
+            list(builders) if builders is not None and not isinstance(builders, str) else builders,
+            tuple(BUILDERS),
+        )
     except ValueError as error:
         raise EvaluationError(str(error)) from error
+    if chosen_builders:
+        wanted = set(names) | {BASELINE, BUILDER_CONDITION}
+        names = tuple(n for n in CONDITIONS if n in wanted)
     tasks = list(Task.objects.filter(corpus=corpus).select_related("project", "corpus").order_by("position", "uid"))
     if not tasks:
         raise EvaluationError(f'corpus "{corpus.name}" has no tasks to evaluate')
@@ -176,12 +213,16 @@ def evaluation_run(*, corpus: Corpus | str, conditions: str | Iterable[str] | No
             plan.append((HAZARD_CONDITION, MISASSIGNED, task.misassigned_work_type))
         for condition, variant, work_type in plan:
             runs.append(_replay(task, condition, variant, work_type, version, ledger))
+        for builder in chosen_builders:
+            runs.extend(_builder_runs(task, builder, version, ledger, hazard=hazard_on))
 
     with transaction.atomic():
         traces = traces_write([r.entry for r in runs])
         for run, trace in zip(runs, traces, strict=True):
             run.trace_id = trace.pk
         document = _document(corpus, names, tasks, runs, versions)
+        if chosen_builders:
+            document.update(_builder_document(chosen_builders, tasks, runs))
         evaluation = Evaluation.objects.create(
             corpus=corpus, engine_version=ENGINE_VERSION, conditions=list(names), result=document
         )
@@ -226,6 +267,123 @@ def _replay(task, condition, variant, work_type, version, ledger) -> _Run:
     score = score_result(task, selection.result, selection.project_frame, ledger)
     entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
     return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), entry)
+
+
+def _builder_runs(task, builder: str, version, ledger, *, hazard: bool = False) -> list[_Run]:
+    """The task's frame as `builder` establishes it, run at C6 with and without abstention; with
+    `hazard`, also the task's misassigned work type established against the builder's own scores
+    and run with abstention (the hazard table's abstention column)."""
+    _, project_frame = store.frame_of_version(version.pk, version=version)
+    try:
+        work_frame = task_work_frame(task=task, builder=builder, project_frame=project_frame)
+    except (SelectionError, ValueError) as error:
+        raise EvaluationError(f"{task.uid} with the {builder} builder: {error}") from error
+    plan = [(f"{builder}:{side}".replace("_", "-"), side, work_frame, side == ABSTENTION) for side in SIDES]
+    if hazard and task.misassigned_work_type and builder != "declared":
+        thresholds = project_frame.establishment.thresholds_for(builder)
+        wrong = establishment_of(work_frame, task.misassigned_work_type, thresholds)
+        plan.append((f"{MISASSIGNED}:{builder}", MISASSIGNED, wrong, True))
+    runs = []
+    for variant, side, frame, abstention in plan:
+        try:
+            selection = replay_task(
+                task=task,
+                frame_version=version,
+                condition=BUILDER_CONDITION,
+                source=TRACE_SOURCE,
+                persist=False,
+                work_frame=frame,
+                abstention=abstention,
+            )
+        except SelectionError as error:
+            raise EvaluationError(f"{task.uid} with the {builder} builder: {error}") from error
+        score = score_result(task, selection.result, selection.project_frame, ledger)
+        entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
+        runs.append(
+            _Run(
+                task, BUILDER_CONDITION, variant, frame.work_type, score.metrics,
+                score.admitted, score.ecodes(), entry, builder=builder, side=side,
+            )
+        )
+    return runs
+
+
+def _builder_document(builders, tasks, runs: Sequence[_Run]) -> dict:
+    """`builders` (the issue's shape), `builder_details` (establishment counts, C0 beside each
+    task, shortfalls, traces) and `builder_hazard` (what each builder's misreadings cost)."""
+    declared = {(r.task.uid, r.condition): r for r in runs if r.variant == DECLARED}
+    declared_type = {t.uid: (t.frame or {}).get("work_type") for t in tasks}
+    baseline = {t.uid: declared[(t.uid, BASELINE)].metrics[HAZARD_METRIC] for t in tasks}
+    declared_recall = {
+        t.uid: declared[(t.uid, BUILDER_CONDITION)].metrics[HAZARD_METRIC] for t in tasks
+    }
+    table, details, hazard, misassigned_hazard = {}, {}, {}, {}
+    # the hazard's misassigned frames at full strength (today's hazard table), for the side by side
+    misassigned_full = {
+        r.task.uid: r.metrics[HAZARD_METRIC] for r in runs if r.variant == MISASSIGNED
+    }
+    for builder in builders:
+        own = [r for r in runs if r.builder == builder]
+        sides = {
+            side: {
+                r.task.uid: {
+                    "work_type": r.work_type,
+                    "establishment": r.establishment,
+                    "metrics": r.metrics,
+                }
+                for r in own
+                if r.side == side
+            }
+            for side in SIDES
+        }
+        shaped = {side: builder_side(sides[side], METRICS) for side in SIDES}
+        chosen = {t: row["work_type"] for t, row in shaped[NO_ABSTENTION]["tasks"].items()}
+        table[builder] = {"accuracy": accuracy(chosen, declared_type), **shaped}
+        frames = {r.task.uid: r.entry.result.trace.work_frame for r in own if r.side == ABSTENTION}
+        details[builder] = {
+            "condition": BUILDER_CONDITION,
+            "establishment_counts": establishment_counts(shaped[ABSTENTION]["tasks"]),
+            "tasks": {
+                t: {
+                    "declared_work_type": declared_type[t],
+                    "runner_up": frames[t].runner_up,
+                    "margin": frames[t].margin,
+                    "plausible_work_types": list(frames[t].plausible_work_types),
+                    "C0": baseline[t],
+                    "declared": declared_recall[t],
+                    "traces": {
+                        r.side: r.trace_id for r in own if r.task.uid == t
+                    },
+                }
+                for t in sorted(frames)
+            },
+            "below_C0_by_more_than_0.05": {
+                side: c0_shortfalls(shaped[side]["tasks"], baseline) for side in SIDES
+            },
+        }
+        hazard[builder] = builder_hazard(
+            {side: shaped[side]["tasks"] for side in SIDES}, declared_type, declared_recall, baseline
+        )
+        guarded = [r for r in own if r.side == MISASSIGNED]
+        if guarded:
+            misassigned_hazard[builder] = {
+                r.task.uid: {
+                    "work_type": r.work_type,
+                    "establishment": r.establishment,
+                    "declared": declared_recall[r.task.uid],
+                    "no_abstention": misassigned_full[r.task.uid],
+                    "abstention": r.metrics[HAZARD_METRIC],
+                    BASELINE: baseline[r.task.uid],
+                    "trace": r.trace_id,
+                }
+                for r in sorted(guarded, key=lambda r: r.task.uid)
+            }
+    return {
+        "builders": table,
+        "builder_details": details,
+        "builder_hazard": hazard,
+        "hazard_abstention": misassigned_hazard,
+    }
 
 
 def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:

@@ -78,6 +78,9 @@ class EvaluationReport:
     ecode_names: tuple[str, ...]
     tasks: tuple[TaskRow, ...]
     doc: dict
+    builders: tuple[dict, ...] = ()  # the frame-builder table, one row per builder
+    builder_hazard: tuple[dict, ...] = ()  # tasks a builder misread: what it cost, both ways
+    hazard_abstention: tuple[dict, ...] = ()  # misassigned frames as each builder establishes them
 
 
 CELL_METRICS = ("must_include_recall", "precision", "tokens")
@@ -145,4 +148,51 @@ def evaluation_report(*, evaluation: Evaluation) -> EvaluationReport:
         ecode_names=ECODES,
         tasks=tuple(tasks),
         doc=doc,
+        builders=_builder_rows(doc),
+        builder_hazard=tuple(
+            {"builder": name, "task": task, **{k: (fmt("", v) if isinstance(v, float) else v) for k, v in h.items()}}
+            for name, rows in (doc.get("builder_hazard") or {}).items()
+            for task, h in rows.items()
+        ),
+        hazard_abstention=tuple(
+            {"builder": name, "task": task, **{k: (fmt("", v) if isinstance(v, float) else v) for k, v in h.items()}}
+            for name, rows in (doc.get("hazard_abstention") or {}).items()
+            for task, h in rows.items()
+        ),
     )
+
+
+def _builder_rows(doc: dict) -> tuple[dict, ...]:
+    """Per builder: accuracy, establishment counts, mean recall both ways, and per task the built
+    work type, its establishment and recall both ways beside C0, with the traces."""
+    rows = []
+    for name, table in (doc.get("builders") or {}).items():
+        details = doc["builder_details"][name]
+        guarded, plain = table["abstention"], table["no_abstention"]
+        rows.append(
+            {
+                "name": name,
+                "accuracy": fmt("", table["accuracy"]),
+                # template lookups cannot read hyphenated keys
+                "counts": {k.replace("-", "_"): v for k, v in details["establishment_counts"].items()},
+                "condition": details["condition"],
+                "baseline_mean": fmt("", doc["conditions"]["C0"]["mean"]["must_include_recall"]),
+                "abstention": fmt("", guarded["mean"]["must_include_recall"]),
+                "no_abstention": fmt("", plain["mean"]["must_include_recall"]),
+                "tasks": tuple(
+                    {
+                        "task": task,
+                        "declared": details["tasks"][task]["declared_work_type"] or "",
+                        "work_type": cell["work_type"] or "",
+                        "establishment": cell["establishment"],
+                        "abstention": fmt("", cell["must_include_recall"]),
+                        "no_abstention": fmt("", plain["tasks"][task]["must_include_recall"]),
+                        "baseline": fmt("", details["tasks"][task]["C0"]),
+                        "below": details["tasks"][task]["C0"] - cell["must_include_recall"] > 0.05 + 1e-12,
+                        "traces": details["tasks"][task]["traces"],
+                    }
+                    for task, cell in guarded["tasks"].items()
+                ),
+            }
+        )
+    return tuple(rows)

@@ -21,6 +21,7 @@ from authority.audit import audit_record
 from authority.selectors import current_frame_version
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
+from selection.engine.policy import UnknownWorkType as EngineUnknownWorkType
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.timings import StageTimings, TimedStage, timed
 from selection.engine.types import (
@@ -39,6 +40,11 @@ from .scoring import ledger_for_task
 
 class SelectionError(ValueError):
     """A selection request that cannot run (unknown project, no promoted frame, bad condition)."""
+
+
+class UnknownWorkType(SelectionError):
+    """A caller declared a work type the project frame does not list (the API answers 422): it
+    never silently becomes the frame's default classes."""
 
 
 _QUERY_VECTORS: OrderedDict[str, tuple[float, ...]] = OrderedDict()
@@ -135,6 +141,8 @@ def selection_run(
     try:
         with timed(timings, TimedStage.SELECT):
             return select(request, index, config, timings=timings)
+    except EngineUnknownWorkType as error:
+        raise UnknownWorkType(str(error)) from error
     except ValueError as error:
         raise SelectionError(str(error)) from error
 
@@ -168,21 +176,48 @@ def run_selection(
     source: str = "select",
     persist: bool = True,
     use_dense: bool = True,
+    builder: str | None = None,
+    abstention: bool = True,
     timings: StageTimings | None = None,
     routing: RoutingInputs | None = None,
     user=None,
 ) -> Selection:
     """Select context for one request through the engine and (by default) write its trace.
 
-    `timings` records what selection_run records, and the trace write. `routing` carries the
-    declared routing inputs (task category, path scope, overlays, strict, no_local) as one frozen
-    RoutingInputs; every interface (command, API, evaluation, replay) passes the same type. Under
-    `routing.strict` an incomplete or conflicted request gives an empty bundle whose trace says
-    why (`result.trace.routing.refused`). `user`: whose local overlay units join the request,
-    unless `routing.no_local`.
+    `builder` establishes the work frame from its signals first ("default": declared when a work
+    type is given, else the frame's configured builder); None runs `work_frame` as given (replays
+    of a stored frame). `abstention=False` runs every frame at full strength, whatever its
+    establishment (the evaluation's "no abstention" column). `timings` records what selection_run
+    records, and the trace write. `routing` carries the declared routing inputs (task category,
+    path scope, overlays, strict, no_local) as one frozen RoutingInputs; every interface (command,
+    API, evaluation, replay) passes the same type. Under `routing.strict` an incomplete or
+    conflicted request gives an empty bundle whose trace says why
+    (`result.trace.routing.refused`). `user`: whose local overlay units join the request, unless
+    `routing.no_local`.
     """
+    from .framing import FramingError, builder_for, work_frame_establish
+
     routing = routing or RoutingInputs()
     number, project_frame = frame_for(project, frame_version)
+    try:
+        if builder is not None:
+            work_frame = work_frame_establish(
+                builder=builder_for(builder, work_frame, project_frame),
+                project=project,
+                project_frame=project_frame,
+                work_frame=work_frame,
+                task=task,
+            )
+    except EngineUnknownWorkType as error:
+        raise UnknownWorkType(str(error)) from error
+    except FramingError as error:
+        raise SelectionError(str(error)) from error
+    if (
+        work_frame.establishment == "declared"
+        and work_frame.work_type is not None
+        and not project_frame.lists(work_frame.work_type)
+    ):
+        raise UnknownWorkType(str(EngineUnknownWorkType.of(project_frame, work_frame.work_type)))
     index = store.corpus_index(project.corpus_id)
     inputs = SelectionInputs(
         project_frame=project_frame,
@@ -196,7 +231,7 @@ def run_selection(
         routing=routing,
         local_units=store.local_units_for(user=user, project=project) if not routing.no_local else (),
     )
-    result = selection_run(inputs, index, timings=timings)
+    result = selection_run(inputs, index, config=EngineConfig(abstention=abstention), timings=timings)
     trace = None
     if persist:
         with timed(timings, TimedStage.TRACE_WRITE):
@@ -308,9 +343,13 @@ def replay_task(
     work_type: str | None = None,
     source: str = "evaluation",
     persist: bool = True,
+    work_frame: WorkFrame | None = None,
+    abstention: bool = True,
 ) -> Selection:
-    """Replay one corpus task: its declared work frame (or another work type), query and budget."""
-    work_frame = store.work_frame_for_task(task, work_type=work_type)
+    """Replay one corpus task: its declared work frame (another work type, or a frame a builder
+    established from its signals), query and budget."""
+    if work_frame is None:
+        work_frame = store.work_frame_for_task(task, work_type=work_type)
     return run_selection(
         project=task.project,
         query=task.query,
@@ -324,6 +363,7 @@ def replay_task(
         ledger=ledger_for_task(task) if condition == "CO" else None,
         source=source,
         persist=persist,
+        abstention=abstention,
         routing=store.routing_inputs_for_task(task),
     )
 
@@ -349,6 +389,7 @@ def trace_replay(*, trace: Trace, actor, source: str = "replay") -> Trace:
             ledger=ledger,
             source=source,
             use_dense=engine_trace.retriever.dense != "none",
+            abstention=engine_trace.config.abstention,
             # the routing inputs as declared; a replay passes no user, so no local overlay units
             routing=engine_trace.routing.inputs if engine_trace.routing else None,
         )

@@ -8,9 +8,18 @@ from typing import Any
 
 from selection.corpus.places import Place, Report, describe
 from selection.corpus.routing import ROUTING_FRAME_KEYS, check_routing_policy
+from selection.engine.builders import BUILDERS
 from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
-from selection.engine.types import ProjectFrame
+from selection.engine.types import (
+    AMBIGUOUS_BEHAVIOURS,
+    DEFAULT_THRESHOLDS,
+    UNKNOWN_BEHAVIOURS,
+    BuilderThresholds,
+    EstablishmentPolicy,
+    ProjectFrame,
+    WorkTypeProfile,
+)
 
 FRAME_KEYS = (
     "purpose",
@@ -22,8 +31,12 @@ FRAME_KEYS = (
     "work_types",
     "open_loop_work_types",
     "gates",
+    "establishment",  # project addition (docs/corpus-format.md): frame builder and abstention
     *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
+WORK_TYPE_KEYS = ("classes", "description", "cues")  # the 1.1 long form of a work type
+ESTABLISHMENT_KEYS = ("builder", "ambiguous", "unknown", "thresholds")
+THRESHOLD_KEYS = ("margin", "min_score")
 
 
 def check_frame(
@@ -57,13 +70,19 @@ def check_frame(
             known["class_pull"], place.at("class_pull"), minimum=0
         )
     if "work_types" in known:
-        fields["work_types"] = _work_types(known["work_types"], place.at("work_types"), report)
+        checked = _work_types(known["work_types"], place.at("work_types"), report)
+        fields["work_types"] = None if checked is None else checked[0]
+        fields["work_type_profiles"] = None if checked is None else checked[1]
     if "open_loop_work_types" in known:
         fields["open_loop_work_types"] = report.identifier_list(
             known["open_loop_work_types"], place.at("open_loop_work_types"), "work type"
         )
     if "gates" in known:
         fields["gates"] = _gates(known["gates"], place.at("gates"), report)
+    if "establishment" in known:
+        fields["establishment"] = _establishment(
+            known["establishment"], place.at("establishment"), report
+        )
     if any(key in known for key in ROUTING_FRAME_KEYS):
         declared_work_types = (
             {name for name, _ in fields["work_types"]} if fields.get("work_types") else set()
@@ -78,21 +97,102 @@ def check_frame(
 
 def _work_types(
     value: Any, place: Place, report: Report
-) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[WorkTypeProfile, ...]] | None:
+    """(name, classes) pairs and the long-form profiles; each work type is either an ordered class
+    list (short form) or {classes, description, cues} (long form, corpus format 1.1)."""
     if not isinstance(value, dict):
         report.add(
             place, f"expected a mapping of work type to ordered class names, got {describe(value)}"
         )
         return None
     pairs = []
-    for name, classes in value.items():
+    profiles = []
+    for name, entry in value.items():
         # keys here are work type names (data), so an "x-" key is a work type, not an extension
         checked_name = report.identifier(name, place.at(name), "work type")
-        checked = report.identifier_list(classes, place.at(name), "class name")
+        if isinstance(entry, dict):
+            known, _extras = report.mapping(
+                entry, place.at(name), required=("classes",), optional=("description", "cues")
+            )
+            if known is None or "classes" not in known:
+                continue
+            checked = report.identifier_list(known["classes"], place.at(name, "classes"), "class name")
+            description = ""
+            if "description" in known:
+                description = report.string(known["description"], place.at(name, "description"))
+            cues: tuple[str, ...] | None = ()
+            if "cues" in known:
+                cues = _cues(known["cues"], place.at(name, "cues"), report)
+            if checked_name is not None and checked is not None and description is not None and cues is not None:
+                pairs.append((checked_name, checked))
+                profiles.append(WorkTypeProfile(checked_name, description.strip(), cues))
+            continue
+        checked = report.identifier_list(entry, place.at(name), "class name")
         if checked_name is not None and checked is not None:
             pairs.append((checked_name, checked))
     # the engine keeps work types sorted by name; each preference list keeps its written order
-    return tuple(sorted(pairs))
+    return tuple(sorted(pairs)), tuple(sorted(profiles, key=lambda p: p.name))
+
+
+def listed_classes(entry: Any) -> Any:
+    """A work type's ordered class list from a raw frame mapping, whichever form it is written in."""
+    return entry.get("classes") if isinstance(entry, dict) else entry
+
+
+def _cues(value: Any, place: Place, report: Report) -> tuple[str, ...] | None:
+    entries = report.items(value, place)
+    if entries is None:
+        return None
+    cues = [report.string(item, at, nonempty=True) for at, item in entries]
+    if any(cue is None for cue in cues):
+        return None
+    return tuple(cue.strip() for cue in cues)  # type: ignore[union-attr]
+
+
+def _establishment(value: Any, place: Place, report: Report) -> EstablishmentPolicy | None:
+    known, _extras = report.mapping(value, place, optional=ESTABLISHMENT_KEYS)
+    if known is None:
+        return None
+    fields: dict[str, Any] = {}
+    if "builder" in known:
+        fields["builder"] = report.choice(known["builder"], place.at("builder"), tuple(BUILDERS))
+    if "ambiguous" in known:
+        fields["ambiguous"] = report.choice(
+            known["ambiguous"], place.at("ambiguous"), AMBIGUOUS_BEHAVIOURS
+        )
+    if "unknown" in known:
+        fields["unknown"] = report.choice(known["unknown"], place.at("unknown"), UNKNOWN_BEHAVIOURS)
+    if "thresholds" in known:
+        fields["thresholds"] = _thresholds(known["thresholds"], place.at("thresholds"), report)
+    if any(item is None for item in fields.values()):
+        return None
+    return EstablishmentPolicy(**fields)
+
+
+def _thresholds(value: Any, place: Place, report: Report) -> tuple[BuilderThresholds, ...] | None:
+    """Per builder {margin, min_score}; a builder not named keeps its default thresholds."""
+    if not isinstance(value, dict):
+        report.add(place, f"expected a mapping of frame builder to thresholds, got {describe(value)}")
+        return None
+    chosen = {item.builder: item for item in DEFAULT_THRESHOLDS}
+    failed = False
+    for name, entry in value.items():
+        builder = report.choice(name, place.at(name), tuple(BUILDERS))
+        known, _extras = report.mapping(entry, place.at(name), optional=THRESHOLD_KEYS)
+        if builder is None or known is None:
+            failed = True
+            continue
+        bounds = {key: report.number(known[key], place.at(name, key)) for key in known}
+        if None in bounds.values():
+            failed = True
+            continue
+        base = chosen.get(builder, BuilderThresholds(builder, margin=0.0, min_score=0.0))
+        chosen[builder] = BuilderThresholds(
+            builder,
+            margin=bounds.get("margin", base.margin),
+            min_score=bounds.get("min_score", base.min_score),
+        )
+    return None if failed else tuple(chosen[name] for name in sorted(chosen))
 
 
 def _gates(value: Any, place: Place, report: Report) -> Gates | None:
@@ -106,6 +206,8 @@ def _gates(value: Any, place: Place, report: Report) -> Gates | None:
         fields["min_improvement"] = report.number(
             known["min_improvement"], place.at("min_improvement")
         )
+    if "require_interval" in known:
+        fields["require_interval"] = report.boolean(known["require_interval"], place.at("require_interval"))
     if "limits" in known:
         entries = report.items(known["limits"], place.at("limits"))
         limits = [_limit(item, at, report) for at, item in entries or ()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .types import ESTABLISHMENTS
+from .types import ESTABLISHMENTS, EstablishmentPolicy
 
 
 class UnknownCondition(ValueError):
@@ -21,7 +21,8 @@ class Condition:
     label: str
     scope_filter: bool = False  # eligibility: drop units outside the frame's scope
     recency: bool = False  # C1: add the most recent units to the pool and weight by recency
-    class_policy: str = "none"  # none | default (ProjectFrame.default_classes) | work_type
+    # none | default (ProjectFrame.default_classes) | work_type | merged (plausible work types)
+    class_policy: str = "none"
     objective_expansion: bool = False  # the objective runs as a second query, fused with the first
     class_pull: bool = False  # each preferred class is guaranteed `class_pull` candidates
     layers: bool = (
@@ -80,34 +81,58 @@ def get_condition(name: str) -> Condition:
 
 
 def effective_condition(
-    condition: Condition, establishment: str, *, enabled: bool = True
+    condition: Condition,
+    establishment: str,
+    *,
+    enabled: bool = True,
+    policy: EstablishmentPolicy | None = None,
 ) -> tuple[Condition, str]:
-    """The abstention hook: weaken work-frame conditioning as the frame's establishment degrades.
+    """Abstention: weaken work-frame conditioning as the frame's establishment degrades, as the
+    project frame's establishment policy says.
 
     Declared and confidently inferred frames run exactly as named. Only conditions that read the
     work frame (class_policy == "work_type") are touched:
-      inferred-ambiguous -> "<name>~soft": the frame may still widen recall (objective query, class
-          pull) but neither excludes (no class-absent rule) nor reorders (flat ranking);
-      unknown -> "<name>~query": no objective query, no class pull, no class policy; scope and the
-          corpus-fact layers (supersession, evidence, coalescing) stay, since they do not depend on
-          what the work is.
+      inferred-ambiguous, policy "merge" -> "<name>~merged": scope kept, the preference widened to
+          the merged order of the plausible work types (eligibility and class pull read it; the
+          ranking does not bucket by it);
+      inferred-ambiguous, policy "soft" -> "<name>~soft": the frame may still widen recall
+          (objective query, class pull) but neither excludes nor reorders;
+      unknown (or ambiguous under policy "query") -> "<name>~query": no objective query, no class
+          pull, no class policy; scope and the corpus-fact layers (supersession, evidence,
+          coalescing) stay, since they do not depend on what the work is.
     Returns the condition to run and a note for the trace ("" when unchanged).
     """
     if establishment not in ESTABLISHMENTS:
         raise ValueError(
             f"unknown establishment {establishment!r}; known: {', '.join(ESTABLISHMENTS)}"
         )
+    policy = policy or EstablishmentPolicy()
     if not enabled or condition.class_policy != "work_type":
         return condition, ""
+    behaviour = None
     if establishment == "inferred-ambiguous":
+        behaviour = policy.ambiguous
+    elif establishment == "unknown":
+        behaviour = policy.unknown
+    if behaviour == "merge":
+        # the order between the plausible work types' classes is exactly what is not
+        # established, so the merged list widens eligibility and class pull but does not bucket
+        # the ranking: candidates rank by score (measured on fixtures/context-lab, docs/results.md)
+        merged = replace(
+            condition, name=f"{condition.name}~merged", class_policy="merged", flat_rank=True
+        )
+        return merged, (
+            "work frame inferred-ambiguous: scope kept, preference widened to the plausible "
+            "work types (merged order; ranked by score, not by class)"
+        )
+    if behaviour == "soft":
         soft = replace(
             condition, name=f"{condition.name}~soft", hard_class_rule=False, flat_rank=True
         )
-        return (
-            soft,
-            "work frame inferred-ambiguous: frame widens recall but neither excludes nor reorders",
+        return soft, (
+            f"work frame {establishment}: frame widens recall but neither excludes nor reorders"
         )
-    if establishment == "unknown":
+    if behaviour == "query":
         query_only = replace(
             condition,
             name=f"{condition.name}~query",
@@ -115,5 +140,8 @@ def effective_condition(
             objective_expansion=False,
             class_pull=False,
         )
-        return query_only, "work frame establishment unknown: work-frame conditioning withdrawn"
+        return query_only, (
+            f"work frame {'establishment unknown' if establishment == 'unknown' else establishment}: "
+            "work-frame conditioning withdrawn, scoped query-only selection"
+        )
     return condition, ""

@@ -184,8 +184,14 @@ def _budget(runner: _Runner, factor: float) -> Counterfactual:
 def _ranking_list(trace: ContextTrace) -> tuple[str, str | None]:
     """Which preference list the condition ranks by: ("work_type", name) or ("default", None)."""
     named = get_condition(trace.condition)
-    condition, _ = effective_condition(named, trace.work_frame.establishment, enabled=trace.config.abstention)
-    if condition.oracle or condition.class_policy == "none":
+    condition, _ = effective_condition(
+        named,
+        trace.work_frame.establishment,
+        enabled=trace.config.abstention,
+        policy=trace.project_frame.establishment,
+    )
+    # a merged order is built from several lists: no single list to move a class in
+    if condition.oracle or condition.class_policy in ("none", "merged"):
         return "none", None
     work_type = trace.work_frame.work_type
     if condition.class_policy == "work_type" and trace.project_frame.classes_for(work_type):
@@ -262,7 +268,12 @@ def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Co
 
 def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterfactual:
     named = get_condition(trace.condition)
-    condition, _ = effective_condition(named, trace.work_frame.establishment, enabled=trace.config.abstention)
+    condition, _ = effective_condition(
+        named,
+        trace.work_frame.establishment,
+        enabled=trace.config.abstention,
+        policy=trace.project_frame.establishment,
+    )
     frame = trace.project_frame
     title = "A larger class pull"
     if not condition.class_pull:

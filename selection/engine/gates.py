@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from .serialisation import Serialisable
 
 DEFAULT_PRIMARY = "must_include_recall"
-GATES_KEYS = ("primary", "min_improvement", "limits")
+GATES_KEYS = ("primary", "min_improvement", "limits", "require_interval")
 
 
 class GateSpecError(ValueError):
@@ -27,6 +27,7 @@ class Gate(Serialisable):
     max_rise: float | None = None
     max: float | None = None
     min: float | None = None
+    max_task_drop: float | None = None  # no single task may lose more than this, whatever the mean
 
     @property
     def bounds(self) -> tuple[tuple[str, float], ...]:
@@ -54,11 +55,16 @@ LIMIT_BOUNDS: tuple[str, ...] = tuple(f.name for f in fields(Gate) if f.name != 
 
 @dataclass(frozen=True)
 class Gates(Serialisable):
-    """The primary metric must rise by more than min_improvement, and no limit may be breached."""
+    """The primary metric must rise by more than min_improvement, and no limit may be breached.
+
+    With require_interval, the primary gate and the max_drop/max_rise limits are judged on the
+    adverse end of the delta's 95 % bootstrap interval rather than on the mean delta.
+    """
 
     primary: str = DEFAULT_PRIMARY
     min_improvement: float = 0.0
     limits: tuple[Gate, ...] = ()
+    require_interval: bool = False
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -79,4 +85,5 @@ class Gates(Serialisable):
             primary=raw.get("primary") or DEFAULT_PRIMARY,
             min_improvement=float(raw.get("min_improvement") or 0.0),
             limits=tuple(Gate.from_spec(limit) for limit in raw.get("limits") or ()),
+            require_interval=bool(raw.get("require_interval") or False),
         )

@@ -14,7 +14,14 @@ from .budget import admit_within_budget
 from .coalesce import coalesce, one_item_each
 from .conditions import Condition, effective_condition, get_condition
 from .index import TOKENISER, CorpusIndex
-from .policy import Working, apply_eligibility, preferences, rank, work_type_preferences
+from .policy import (
+    Working,
+    apply_eligibility,
+    class_order,
+    preferences,
+    rank,
+    work_type_preferences,
+)
 from .reason_codes import REASON_DISPOSITION, Disposition, ReasonCode, Stage
 from .render import render_bundle
 from .retrieval import Pool, QueryHits, build_pool, search
@@ -80,15 +87,18 @@ def select(
             standpoint=standpoint,
             local_units=request.local_units,
         )
-        if routing.work_type and not work.work_type:
-            # the frame maps the declared task category to exactly one work type: declared input
-            work = replace(
-                work,
-                work_type=routing.work_type,
-                establishment="declared" if work.establishment == "unknown" else work.establishment,
-            )
+        if routing.work_type and (not work.work_type or work.establishment != "declared"):
+            # the frame maps the declared task category to exactly one work type: a declared
+            # input, which an inferred (or absent) work type never outranks
+            work = replace(work, work_type=routing.work_type, establishment="declared")
             request = replace(request, work_frame=work)
-    condition, note = effective_condition(named, work.establishment, enabled=config.abstention)
+    condition, note = effective_condition(
+        named,
+        work.establishment,
+        enabled=config.abstention,
+        policy=request.project_frame.establishment,
+    )
+    class_list, class_reason = class_order(condition, request.project_frame, work)
     if condition.oracle:
         # the oracle is a ceiling read off the ledger, not a system: routing does not apply
         candidates, pool, drafts_decided, ops, stages = _oracle(
@@ -171,6 +181,8 @@ def select(
         stages=tuple(stages),
         bundle_digest=digest,
         bundle_tokens=tokens,
+        class_order=class_list,
+        class_order_reason=class_reason,
         routing=routing,
     )
     return SelectionResult(bundle=bundle, trace=trace)
@@ -283,7 +295,7 @@ def _ladder(
         condition=condition,
         prefs=prefs,
         config=config,
-        open_loop_applies=condition.class_policy == "work_type",
+        open_loop_applies=condition.class_policy in ("work_type", "merged"),
     )
     stages.append(StageSummary(Stage.RANKING.value, len(eligible), len(ranked)))
 

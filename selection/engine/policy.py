@@ -65,20 +65,72 @@ class Working:
         return self.unit.id
 
 
+class UnknownWorkType(ValueError):
+    """A declared work type the project frame does not list: an error, never a silent fallback."""
+
+    @classmethod
+    def of(cls, frame: ProjectFrame, work_type: str) -> UnknownWorkType:
+        listed = ", ".join(frame.work_type_names) or "none"
+        return cls(
+            f'work type "{work_type}" is not listed by the {frame.project} frame '
+            f"v{frame.version}; listed: {listed}"
+        )
+
+
 def preferences(condition: Condition, frame: ProjectFrame, work: WorkFrame) -> tuple[str, ...]:
-    """The class-preference order the condition ranks by: none, the frame default, or the work
-    type's.
+    """The class-preference order the condition ranks by (see `class_order`)."""
+    return class_order(condition, frame, work)[0]
+
+
+def class_order(
+    condition: Condition, frame: ProjectFrame, work: WorkFrame
+) -> tuple[tuple[str, ...], str]:
+    """The class list the condition ranks by, and why that list: the trace records both.
+
+    A declared work type the frame does not list raises UnknownWorkType; a frame that names no work
+    type ranks by default_classes and says so.
     """
+    if condition.oracle:
+        return (), "none: the oracle admits the ledger's MUST then SHOULD units"
     if condition.class_policy == "none":
-        return ()
+        if condition.name.endswith("~query"):
+            return (), f"none: work frame {work.establishment}, scoped query-only selection"
+        return (), f"none: {condition.name} ranks without a class preference"
     if condition.class_policy == "default":
-        return frame.default_classes
-    return work_type_preferences(frame, work.work_type)
+        return frame.default_classes, f"default_classes: {condition.name} ranks by the project default"
+    if condition.class_policy == "merged":
+        plausible = work.plausible_work_types or ((work.work_type,) if work.work_type else ())
+        unlisted = [name for name in plausible if not frame.lists(name)]
+        if unlisted:
+            raise UnknownWorkType.of(frame, unlisted[0])
+        return merged_order([frame.classes_for(name) for name in plausible]), (
+            f"merged order of the plausible work types {', '.join(plausible)} "
+            f"(work frame {work.establishment}; ranked by score, not by class)"
+        )
+    if work.work_type is None:
+        return frame.default_classes, "default_classes: the work frame names no work type"
+    if not frame.lists(work.work_type):
+        raise UnknownWorkType.of(frame, work.work_type)
+    soft = " (soft: neither excludes nor reorders)" if condition.flat_rank else ""
+    return frame.classes_for(work.work_type), (
+        f"work type {work.work_type}: its listed classes{soft}"
+    )
+
+
+def merged_order(lists: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """Round-robin over ordered class lists (best work type first), each class once: the first
+    class of every list, then the second of every list, and so on."""
+    merged: list[str] = []
+    for depth in range(max((len(items) for items in lists), default=0)):
+        for items in lists:
+            if depth < len(items) and items[depth] not in merged:
+                merged.append(items[depth])
+    return tuple(merged)
 
 
 def work_type_preferences(frame: ProjectFrame, work_type: str | None) -> tuple[str, ...]:
-    """The work type's listed classes; a work type the frame does not list falls back to
-    default_classes.
+    """The work type's listed classes (default_classes when no work type is named); read by the
+    goal-relevance signal only, so a unit's signals are comparable across conditions.
     """
     listed = frame.classes_for(work_type)
     return listed if listed else frame.default_classes

@@ -66,6 +66,59 @@ class Unit(Serialisable):
 
 
 @dataclass(frozen=True)
+class WorkTypeProfile(Serialisable):
+    """What a work type says about itself (corpus format 1.1 long form), for frame builders."""
+
+    name: str
+    description: str = ""
+    cues: tuple[str, ...] = ()  # words or phrases that signal this work type
+
+
+@dataclass(frozen=True)
+class BuilderThresholds(Serialisable):
+    """When a builder's scores establish a frame: first below `min_score` is unknown; first minus
+    second below `margin` is inferred-ambiguous; otherwise inferred-confident."""
+
+    builder: str
+    margin: float
+    min_score: float
+
+
+DEFAULT_THRESHOLDS: tuple[BuilderThresholds, ...] = (
+    BuilderThresholds("cue", margin=1.0, min_score=1.0),
+    BuilderThresholds("model", margin=0.2, min_score=0.5),
+    BuilderThresholds("similarity", margin=0.05, min_score=0.25),
+)
+AMBIGUOUS_BEHAVIOURS = ("merge", "soft", "query")
+UNKNOWN_BEHAVIOURS = ("query",)
+
+
+@dataclass(frozen=True)
+class EstablishmentPolicy(Serialisable):
+    """Frame policy for establishing the work frame: which builder runs when the caller declares
+    no work type, when its scores count as confident, and how conditioning weakens when they do not.
+
+    ambiguous: merge (scope kept, preference widened to the plausible work types' merged order),
+    soft (the frame widens recall but neither excludes nor reorders), query (scoped query-only).
+    unknown: query (scoped query-only).
+    """
+
+    builder: str = "declared"
+    ambiguous: str = "merge"
+    unknown: str = "query"
+    thresholds: tuple[BuilderThresholds, ...] = DEFAULT_THRESHOLDS
+
+    def thresholds_for(self, builder: str) -> BuilderThresholds:
+        for item in self.thresholds:
+            if item.builder == builder:
+                return item
+        for item in DEFAULT_THRESHOLDS:
+            if item.builder == builder:
+                return item
+        return BuilderThresholds(builder, margin=0.0, min_score=0.0)
+
+
+@dataclass(frozen=True)
 class ProjectFrame(Serialisable):
     """Durable, versioned project policy written by a person (configuration)."""
 
@@ -82,6 +135,9 @@ class ProjectFrame(Serialisable):
     work_types: tuple[tuple[str, tuple[str, ...]], ...] = ()
     open_loop_work_types: tuple[str, ...] = ()
     gates: Gates = field(default_factory=Gates)
+    # descriptions and cues of the work types written in the long form, sorted by name
+    work_type_profiles: tuple[WorkTypeProfile, ...] = ()
+    establishment: EstablishmentPolicy = field(default_factory=EstablishmentPolicy)
     # task categories -> work types, and which modules each loads (docs/corpus-format.md)
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)
 
@@ -90,6 +146,19 @@ class ProjectFrame(Serialisable):
             if name == work_type:
                 return classes
         return ()
+
+    def lists(self, work_type: str | None) -> bool:
+        return any(name == work_type for name, _ in self.work_types)
+
+    @property
+    def work_type_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.work_types)
+
+    def profile(self, work_type: str) -> WorkTypeProfile:
+        for item in self.work_type_profiles:
+            if item.name == work_type:
+                return item
+        return WorkTypeProfile(work_type)
 
     @property
     def scope_set(self) -> frozenset[str]:
@@ -115,6 +184,13 @@ class WorkFrame(Serialisable):
     establishment: str = "declared"
     # field name -> ids of the signals that licensed it; a field absent here is a guess
     cites: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    builder: str = "declared"  # the frame builder that produced this frame
+    margin: float | None = None  # the builder's score of the first work type minus the second's
+    runner_up: str | None = None  # the builder's second work type
+    # ambiguous frames: the work types close enough to the first to be plausible, best first
+    plausible_work_types: tuple[str, ...] = ()
+    objective_by: str = "declared"  # "declared", or the builder that wrote the objective itself
+    scores: tuple[tuple[str, float], ...] = ()  # the builder's score per work type, best first
 
     def cited(self, field_name: str) -> tuple[str, ...]:
         for name, ids in self.cites:
@@ -341,6 +417,9 @@ class ContextTrace(Serialisable):
     stages: tuple[StageSummary, ...]
     bundle_digest: str
     bundle_tokens: int
+    # the class preference the run ranked by, and why that list (never a silent fallback)
+    class_order: tuple[str, ...] = ()
+    class_order_reason: str = ""
     # routing: completeness, dispositions, conflicts; None in traces written before routing
     routing: RoutingReport | None = None
 

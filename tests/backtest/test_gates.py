@@ -163,3 +163,59 @@ def test_the_corpus_readers_gates_are_the_ones_a_stored_mapping_reads_into():
     typed = decide(frame.gates, side(BASELINE, 0.3666), side(CONTRACT, 0.352))
     raw = decide(BOOK_GATES, side(BASELINE, 0.3666), side(CONTRACT, 0.352))
     assert typed == raw and typed.passed
+
+
+# --- per-task floors, intervals, counts --------------------------------------------------------
+
+
+def test_a_per_task_floor_rejects_a_rising_mean_that_costs_one_task_its_must_units():
+    gates = {**BOOK_GATES, "limits": [{"metric": "must_include_recall", "max_task_drop": 0.25}]}
+    baseline = side([0.5, 0.5, 0.5, 0.5, 1.0], 0.4)
+    candidate = side([1.0, 1.0, 1.0, 1.0, 0.0], 0.4)  # mean 0.6 -> 0.8, but t4 loses everything
+    decision = decide(gates, baseline, candidate)
+    assert decision.primary.passed  # the mean rose
+    floor = decision.gates[1]
+    assert (floor.gate, floor.passed, floor.tasks) == ("max_task_drop", False, ("t4",))
+    assert floor.reason == (
+        "must_include_recall fell by more than the 0.25 a task may lose on t4 (−1.000)"
+    )
+    assert not decision.passed
+    # the same proposal without the collapse passes the floor
+    assert decide(gates, baseline, side([1.0, 1.0, 1.0, 1.0, 0.9], 0.4)).passed
+
+
+def test_every_gate_reports_a_reproducible_interval_and_the_task_counts():
+    baseline, candidate = side(BASELINE, 0.389), side(CONTRACT, 0.389)
+    first = decide(BOOK_GATES, baseline, candidate).primary
+    again = decide(BOOK_GATES, baseline, candidate).primary
+    assert first.interval == again.interval  # seeded bootstrap: identical across runs
+    low, high = first.interval
+    assert low <= first.delta <= high
+    assert (first.improved, first.regressed, first.held) == (1, 0, 8)
+    assert "over 9 tasks; 1 improved, 0 regressed, 8 held" in first.evidence
+    assert "9 tasks are too few" in first.evidence  # the book's nine tasks cannot settle +0.037
+
+
+def test_an_interval_gate_refuses_a_mean_rise_that_noise_could_explain():
+    baseline = side([0.5] * 12, 0.4)
+    candidate = side([1.0, 0.0] * 5 + [1.0, 1.0], 0.4)  # mean +0.083, but half the tasks fell
+    plain = decide(BOOK_GATES, baseline, candidate)
+    assert plain.primary.passed
+    strict = decide({**BOOK_GATES, "require_interval": True}, baseline, candidate)
+    assert not strict.primary.passed
+    assert "interval's lower bound" in strict.primary.reason
+    assert "includes zero" in strict.primary.evidence
+
+
+def test_the_frame_reader_accepts_task_floors_and_interval_gates():
+    report = Report()
+    frame = check_frame(
+        {"gates": {"require_interval": True, "limits": [{"metric": "precision", "max_task_drop": 0.1}]}},
+        Place("frame"), report, project="alpha", declared=["alpha"],
+    )
+    assert not report.issues
+    assert frame.gates.require_interval is True
+    assert frame.gates.limits[0].max_task_drop == 0.1
+    report = Report()
+    check_frame({"gates": {"require_interval": "yes"}}, Place("frame"), report, project="alpha", declared=["alpha"])
+    assert "expected true or false" in str(report.issues[0])

@@ -161,3 +161,23 @@ def test_a_replay_that_loses_a_race_rolls_back_its_trace(sift, monkeypatch):
     assert replay.pk == rival["replay"].pk
     assert TaskReplay.objects.filter(backtest=backtest).count() == 1
     assert Trace.objects.count() == traces + 1  # the rival's trace only; ours rolled back with its row
+
+
+def test_a_frame_that_names_a_builder_is_backtested_through_it(sift, sift_users):
+    from governance.services import proposal_submit
+
+    submitted = proposal_submit(
+        project=sift,
+        author=sift_users["lead"],
+        title="Establish work frames by similarity",
+        rationale="agents rarely declare a work type",
+        patch={"establishment": {"builder": "similarity", "thresholds": {"similarity": {"margin": 0.05}}}},
+    )
+    backtest = services.backtest_enqueue(proposal=submitted, requested_by=None)
+    task_id = backtest.task_ids[0]
+    baseline = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="baseline")
+    candidate = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
+    assert baseline.trace.header["work_frame"]["builder"] == "declared"
+    built = candidate.trace.header["work_frame"]
+    assert built["builder"] == "similarity" and built["establishment"] != "declared"
+    assert candidate.trace.header["project_frame"]["establishment"]["builder"] == "similarity"

@@ -147,6 +147,8 @@ class Command(BaseCommand):
                 f"  {g['gate']:9} {g['metric']:20} {gates.fmt(g['baseline']):>9} {gates.fmt(g['candidate']):>9} "
                 f"{gates.signed(g['delta']):>8}  {mark}  {g['reason']}"
             )
+            if g.get("evidence"):
+                out.write(f"  {'':9} {'':20} {'':>9} {'':>9} {'':>8}          {g['evidence']}")
         metrics = [g["metric"] for g in doc["gates"]]
         metrics = list(dict.fromkeys(metrics))
         out.write("")

@@ -61,6 +61,9 @@ def _header(trace: ContextTrace) -> dict[str, str]:
         "establishment": work.establishment,
         "classes for the work type": ", ".join(frame.classes_for(work.work_type))
         or f"(default) {', '.join(frame.default_classes)}",
+        "frame builder": work.builder,
+        "class order used": ", ".join(trace.class_order),
+        "why that class order": trace.class_order_reason,
         "class pull": str(frame.class_pull),
         "scope": ", ".join(frame.scope),
         "engine version": trace.engine_version,

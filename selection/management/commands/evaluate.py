@@ -35,10 +35,20 @@ class Command(BaseCommand):
         parser.add_argument("--conditions", default="", help="comma-separated, e.g. C0,C4,C6,CO")
         parser.add_argument("--json", dest="json_path", help="write the result document here (- for stdout)")
         parser.add_argument("--quiet", action="store_true", help="print only the ladder means")
+        parser.add_argument(
+            "--builders",
+            default="",
+            help="comma-separated frame builders for the frame-builder table, e.g. "
+            "declared,cue,similarity[,model]",
+        )
 
     def handle(self, *args, **o):
         try:
-            evaluation = evaluation_run(corpus=o["name"], conditions=o["conditions"] or None)
+            evaluation = evaluation_run(
+                corpus=o["name"],
+                conditions=o["conditions"] or None,
+                builders=o["builders"] or None,
+            )
         except EvaluationError as error:
             raise CommandError(str(error)) from error
         doc = evaluation.result
@@ -96,7 +106,67 @@ class Command(BaseCommand):
         for c in names:
             counts = doc["ecode_counts"][c]
             out(self._row(c, [str(counts[code]) for code in ECODES], width=6))
+        if doc.get("builders"):
+            self.print_builders(doc)
         out(f"\nStored as evaluation {evaluation.pk} with {evaluation.runs.count()} runs, each with its trace.")
+
+    def print_builders(self, doc) -> None:
+        out = self.stdout.write
+        table, details, hazard = doc["builders"], doc["builder_details"], doc["builder_hazard"]
+        c0 = doc["conditions"]["C0"]["mean"]["must_include_recall"]
+        out("\nFrame builders (C6; must-include recall with and without abstention)")
+        heads = ["accuracy", "declared", "confident", "ambiguous", "unknown", "abstain", "no abst."]
+        out(self._row("builder", heads, first=14))
+        for name, row in table.items():
+            counts = details[name]["establishment_counts"]
+            values = [
+                f"{row['accuracy']:.3f}",
+                str(counts["declared"]),
+                str(counts["inferred-confident"]),
+                str(counts["inferred-ambiguous"]),
+                str(counts["unknown"]),
+                f"{row['abstention']['mean']['must_include_recall']:.3f}",
+                f"{row['no_abstention']['mean']['must_include_recall']:.3f}",
+            ]
+            out(self._row(name, values, first=14))
+        out(self._row("C0 (no frame)", ["", "", "", "", "", f"{c0:.3f}", f"{c0:.3f}"], first=14))
+        for name, row in table.items():
+            out(f"\nPer task, {name} builder: work type, establishment, recall vs C0")
+            heads = ["declared", "built", "establishment", "abstain", "no abst.", "C0"]
+            out(self._row("task", heads, first=24, width=22))
+            for task, cell in row["abstention"]["tasks"].items():
+                info = details[name]["tasks"][task]
+                values = [
+                    info["declared_work_type"] or "-",
+                    cell["work_type"] or "-",
+                    cell["establishment"],
+                    f"{cell['must_include_recall']:.3f}",
+                    f"{row['no_abstention']['tasks'][task]['must_include_recall']:.3f}",
+                    f"{info['C0']:.3f}",
+                ]
+                out(self._row(task, values, first=24, width=22))
+        out("\nBuilder hazard: tasks a builder misread, recall declared / no abstention / abstention / C0")
+        for name, rows in hazard.items():
+            if not rows:
+                out(f"  {name}: no misread task")
+                continue
+            for task, h in rows.items():
+                out(
+                    f"  {name:<11} {task:<24} {h['declared_work_type']} read as {h['work_type']} "
+                    f"({h['establishment']}): {h['declared']:.3f} / {h['no_abstention']:.3f} / "
+                    f"{h['abstention']:.3f} / {h['C0']:.3f}"
+                )
+        if doc.get("hazard_abstention"):
+            out(
+                "\nHazard with abstention: the misassigned work type established against each builder's "
+                "scores; recall declared / misassigned at full strength / with abstention / C0"
+            )
+            for name, rows in doc["hazard_abstention"].items():
+                for task, h in rows.items():
+                    out(
+                        f"  {name:<11} {task:<24} as {h['work_type']} ({h['establishment']}): "
+                        f"{h['declared']:.3f} / {h['no_abstention']:.3f} / {h['abstention']:.3f} / {h['C0']:.3f}"
+                    )
 
     @staticmethod
     def _row(label: str, cells, *, first: int = 12, width: int = 11) -> str:

@@ -16,7 +16,7 @@ from selection.engine.routing.report import routing_summary, strict_refusal
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
 from selection.models import Project
-from selection.services import SelectionError, run_selection
+from selection.services import SelectionError, UnknownWorkType, run_selection
 
 
 def read_signals(path: str) -> tuple[tuple[WorkSignal, ...], dict]:
@@ -73,6 +73,12 @@ class Command(BaseCommand):
         parser.add_argument("--objective", default="")
         parser.add_argument("--work-type", dest="work_type")
         parser.add_argument("--signals", help="JSON file of WorkSignals (and optional cites)")
+        parser.add_argument(
+            "--builder",
+            default="default",
+            help="frame builder: declared, cue, similarity or model (default: declared when "
+            "--work-type is given, else the project frame's configured builder)",
+        )
         parser.add_argument("--condition", default="C6")
         parser.add_argument("--budget", type=int, default=None)
         parser.add_argument("--standpoint")
@@ -141,7 +147,11 @@ class Command(BaseCommand):
                     no_local=o["no_local"],
                 ),
                 user=self._user(o["user"]),
+                builder=o["builder"],
             )
+        except UnknownWorkType as error:
+            # exit status 2: the request named a work type the frame does not list
+            raise CommandError(str(error), returncode=2) from error
         except SelectionError as error:
             raise CommandError(str(error)) from error
         result = selection.result
@@ -176,6 +186,12 @@ class Command(BaseCommand):
             f"digest {result.bundle.digest[:16]}, trace {selection.trace.pk}, condition "
             f"{result.trace.effective_condition}"
             + (f" ({result.trace.condition_note})" if result.trace.condition_note else "")
+        )
+        work = result.trace.work_frame
+        margin = "" if work.margin is None else f", margin {work.margin:.3f} over {work.runner_up}"
+        self.stdout.write(
+            f"-- work frame {work.establishment} by {work.builder}: work type "
+            f"{work.work_type or 'none'}{margin}; classes: {result.trace.class_order_reason}"
         )
         if result.trace.routing is not None:
             self._routing(result.trace.routing)

@@ -31,7 +31,7 @@ from selection.engine import (
     select,
 )
 from selection.engine.coalesce import undo_coalescing
-from selection.engine.types import WorkSignal, estimate_tokens
+from selection.engine.types import EstablishmentPolicy, WorkSignal, estimate_tokens
 
 
 @pytest.fixture(scope="module")
@@ -405,7 +405,17 @@ def test_abstention_weakens_conditioning_but_leaves_declared_frames_alone(index)
     ambiguous = select(
         mini_request("C6", work=replace(mini_work(), establishment="inferred-ambiguous")), index
     )
-    assert ambiguous.trace.effective_condition == "C6~soft"
+    assert ambiguous.trace.effective_condition == "C6~merged"
+    soft_frame = replace(ALPHA, establishment=EstablishmentPolicy(ambiguous="soft"))
+    soft = select(
+        mini_request(
+            "C6",
+            work=replace(mini_work(), establishment="inferred-ambiguous"),
+            frame=soft_frame,
+        ),
+        index,
+    )
+    assert soft.trace.effective_condition == "C6~soft"
     off = select(
         mini_request("C6", work=replace(mini_work(), establishment="unknown")),
         index,
@@ -417,7 +427,8 @@ def test_abstention_weakens_conditioning_but_leaves_declared_frames_alone(index)
 def test_soft_frame_retains_a_class_absent_unit():
     index = CorpusIndex.build(crowd_units())
     work = replace(mini_work(objective=""), establishment="inferred-ambiguous")
-    r = select(mini_request("C4", query=CROWD_QUERY, work=work), index)
+    soft_frame = replace(ALPHA, establishment=EstablishmentPolicy(ambiguous="soft"))
+    r = select(mini_request("C4", query=CROWD_QUERY, work=work, frame=soft_frame), index)
     g = rec(r, "a-gossip")
     assert g.eligible and "soft frame" in g.eligibility[-1].detail
 
