@@ -76,9 +76,13 @@ class ApprovalVerdict(models.TextChoices):
 
 
 class Approval(models.Model):
-    """A reviewer's verdict on one exact backtest: proposal version, task set, engine version."""
+    """A reviewer's verdict on one exact backtest: proposal version, task set, engine version.
 
-    backtest = models.OneToOneField(Backtest, on_delete=models.PROTECT, related_name="approval")
+    A backtest collects one verdict per reviewer; how many approvals a promotion needs is the
+    project's approval policy (the frame's `approval` key). A new backtest starts from none.
+    """
+
+    backtest = models.ForeignKey(Backtest, on_delete=models.PROTECT, related_name="approvals")
     frame_version = models.ForeignKey("authority.FrameVersion", on_delete=models.PROTECT, related_name="+")
     task_set_digest = models.CharField(max_length=64)
     engine_version = models.CharField(max_length=100)
@@ -86,3 +90,9 @@ class Approval(models.Model):
     verdict = models.CharField(max_length=8, choices=ApprovalVerdict.choices)
     comment = models.TextField()
     decided_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["decided_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["backtest", "reviewer"], name="approval_one_per_reviewer"),
+        ]

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404
 from authority.selectors import current_frame_version
 from governance.evidence import Evidence
 from governance.models import Proposal, ProposalState
+from selection.corpus.frames import ApprovalPolicy, approval_policy
 from selection.engine.explain import LossFunnel
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Project
@@ -26,17 +27,11 @@ from .taskset import task_set_digest
 
 
 def proposal_backtests(*, proposal: Proposal) -> list[Backtest]:
-    """Newest first, with decision, approval and reviewer joined (one query)."""
+    """Newest first, with decision, reviews and reviewers joined (two queries)."""
     return list(
         Backtest.objects.filter(proposal=proposal)
-        .select_related(
-            "decision",
-            "approval",
-            "approval__reviewer",
-            "requested_by",
-            "candidate_version",
-            "baseline_version",
-        )
+        .select_related("decision", "requested_by", "candidate_version", "baseline_version")
+        .prefetch_related("approvals__reviewer")
         .order_by("-created_at", "-id")
     )
 
@@ -44,7 +39,8 @@ def proposal_backtests(*, proposal: Proposal) -> list[Backtest]:
 def latest_backtest(*, proposal: Proposal) -> Backtest | None:
     return (
         Backtest.objects.filter(proposal=proposal)
-        .select_related("decision", "approval", "candidate_version", "baseline_version")
+        .select_related("decision", "candidate_version", "baseline_version")
+        .prefetch_related("approvals__reviewer")
         .order_by("-created_at", "-id")
         .first()
     )
@@ -61,8 +57,58 @@ def backtest_decision(backtest: Backtest) -> BacktestDecision | None:
     return _related(backtest, "decision")
 
 
-def backtest_approval(backtest: Backtest) -> Approval | None:
-    return _related(backtest, "approval")
+def backtest_reviews(backtest: Backtest) -> list[Approval]:
+    """Every verdict on this backtest, oldest first (uses a prefetch when there is one)."""
+    return sorted(backtest.approvals.all(), key=lambda a: (a.decided_at, a.pk))
+
+
+def project_approval_policy(*, project: Project) -> ApprovalPolicy:
+    """The policy of the project's current frame: a proposal cannot lower its own bar."""
+    current = current_frame_version(project=project)
+    return approval_policy(current.snapshot if current else None)
+
+
+@dataclass(frozen=True)
+class ReviewTally:
+    """Where a backtest's reviews stand against the project's approval policy (four eyes)."""
+
+    policy: ApprovalPolicy
+    approvals: tuple[Approval, ...]
+    rejections: tuple[Approval, ...]
+
+    @property
+    def approvers(self) -> frozenset[int]:
+        return frozenset(a.reviewer_id for a in self.approvals)
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.rejections) and self.policy.rejection_blocks
+
+    @property
+    def satisfied(self) -> bool:
+        return not self.blocked and len(self.approvals) >= self.policy.required_approvals
+
+    @property
+    def closed(self) -> bool:
+        """No further verdict can change the outcome."""
+        return self.satisfied or self.blocked
+
+    @property
+    def summary(self) -> str:
+        text = f"{len(self.approvals)} of {self.policy.required_approvals} approvals"
+        if self.rejections:
+            text += f", {len(self.rejections)} rejection{'s' if len(self.rejections) > 1 else ''}"
+            text += " (blocks promotion)" if self.policy.rejection_blocks else ""
+        return text
+
+
+def review_tally(backtest: Backtest, *, policy: ApprovalPolicy | None = None) -> ReviewTally:
+    reviews = backtest_reviews(backtest)
+    return ReviewTally(
+        policy=policy or project_approval_policy(project=backtest.proposal.project),
+        approvals=tuple(a for a in reviews if a.verdict == ApprovalVerdict.APPROVE),
+        rejections=tuple(a for a in reviews if a.verdict == ApprovalVerdict.REJECT),
+    )
 
 
 def current_engine_version() -> str:
@@ -75,14 +121,22 @@ def current_task_set_digest(*, project: Project) -> str:
     return task_set_digest(project=project)
 
 
-def review_blockers(*, backtest: Backtest) -> list[str]:
-    """Why `backtest` may not be reviewed now; empty when it may."""
+def review_blockers(*, backtest: Backtest, reviewer=None) -> list[str]:
+    """Why `backtest` may not be reviewed now (by `reviewer`, when given); empty when it may."""
     if backtest.status != BacktestStatus.FINISHED:
         return [f"backtest #{backtest.pk} is {backtest.status}, not finished"]
     if backtest_decision(backtest) is None:
         return [f"backtest #{backtest.pk} has no decision yet"]
-    if backtest_approval(backtest) is not None:
-        return [f"backtest #{backtest.pk} is already reviewed"]
+    if reviewer is not None and backtest.proposal.author_id == reviewer.pk:
+        return [
+            f"{reviewer.username} wrote proposal #{backtest.proposal_id}: "
+            "its author cannot review its backtest"
+        ]
+    tally = review_tally(backtest)
+    if reviewer is not None and any(a.reviewer_id == reviewer.pk for a in (*tally.approvals, *tally.rejections)):
+        return [f"{reviewer.username} has already reviewed backtest #{backtest.pk}"]
+    if tally.closed:
+        return [f"backtest #{backtest.pk} is already reviewed ({tally.summary})"]
     if backtest.proposal.state == ProposalState.PROMOTED:
         return ["the proposal is already promoted"]
     latest = latest_backtest(proposal=backtest.proposal)
@@ -100,9 +154,11 @@ def _evidence_state(backtest: Backtest | None) -> str:
     decision = backtest_decision(backtest)
     if decision is None:
         return ProposalState.BACKTESTING
-    approval = backtest_approval(backtest)
-    if approval is not None:
-        return ProposalState.APPROVED if approval.verdict == ApprovalVerdict.APPROVE else ProposalState.REJECTED
+    tally = review_tally(backtest)
+    if tally.blocked:
+        return ProposalState.REJECTED
+    if tally.satisfied:
+        return ProposalState.APPROVED
     return ProposalState.PASSED if decision.passed else ProposalState.FAILED
 
 
@@ -128,22 +184,29 @@ def _promotion_blockers(proposal: Proposal, backtest: Backtest | None) -> list[s
         blockers.append(
             f"{label} compared against v{backtest.baseline_version.number}, but v{current.number} is current"
         )
-    approval = backtest_approval(backtest)
-    if approval is None:
-        return blockers + [f"{label} has not been reviewed"]
-    if approval.verdict != ApprovalVerdict.APPROVE:
+    tally = review_tally(backtest)
+    if tally.blocked:
         return blockers + [f"a reviewer rejected {label}"]
-    if approval.frame_version_id != proposal.frame_version_id:
-        blockers.append("the approval is bound to another frame version")
-    if approval.task_set_digest != backtest.task_set_digest:
-        blockers.append("the approval is bound to another task set than the backtest replayed")
-    engine = current_engine_version()
-    if approval.engine_version != engine:
+    if not tally.approvals:
+        return blockers + [f"{label} has not been reviewed"]
+    if not tally.satisfied:
         blockers.append(
-            f"it was approved under engine {approval.engine_version}, but the engine is {engine} now: "
-            "run a new backtest"
+            f"{label} has {tally.summary}: the project's policy needs "
+            f"{tally.policy.required_approvals} distinct approvals"
         )
-    if current_task_set_digest(project=proposal.project) != approval.task_set_digest:
+    engine = current_engine_version()
+    for approval in tally.approvals:
+        who = approval.reviewer.username
+        if approval.frame_version_id != proposal.frame_version_id:
+            blockers.append(f"{who}'s approval is bound to another frame version")
+        if approval.task_set_digest != backtest.task_set_digest:
+            blockers.append(f"{who}'s approval is bound to another task set than the backtest replayed")
+        if approval.engine_version != engine:
+            blockers.append(
+                f"{who} approved under engine {approval.engine_version}, but the engine is {engine} now: "
+                "run a new backtest"
+            )
+    if current_task_set_digest(project=proposal.project) != backtest.task_set_digest:
         blockers.append("the project's task set changed since the approved backtest: run a new backtest")
     return blockers
 
@@ -153,8 +216,11 @@ class BacktestEvidence:
 
     def evidence(self, proposal: Proposal) -> Evidence:
         backtest = latest_backtest(proposal=proposal)
+        approvers = review_tally(backtest).approvers if backtest is not None else frozenset()
         return Evidence(
-            state=_evidence_state(backtest), blockers=tuple(_promotion_blockers(proposal, backtest))
+            state=_evidence_state(backtest),
+            blockers=tuple(_promotion_blockers(proposal, backtest)),
+            approvers=approvers,
         )
 
     def with_latest_status(self, proposals: QuerySet) -> QuerySet:
@@ -225,9 +291,7 @@ def backtest_by_id(*, backtest_id: int) -> Backtest:
             "candidate_version",
             "requested_by",
             "decision",
-            "approval",
-            "approval__reviewer",
-        ),
+        ).prefetch_related("approvals__reviewer"),
         pk=backtest_id,
     )
 
@@ -290,5 +354,5 @@ def decision_chart(*, decision: BacktestDecision | None, metrics: tuple[str, ...
 
 
 def backtest_outcome(backtest: Backtest):
-    """(decision, approval) of a backtest, either None."""
-    return backtest_decision(backtest), backtest_approval(backtest)
+    """(decision or None, the review tally against the project's approval policy)."""
+    return backtest_decision(backtest), review_tally(backtest)

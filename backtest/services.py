@@ -11,11 +11,13 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import lru_cache
 
 from celery import chord, group, signature
+from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
 from authority import access
@@ -262,7 +264,12 @@ def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
     context = _task_context(task_id)
     result, index = _select(context, frame, backtest.condition)
     project_of, echo_of = _maps(context.task.corpus_id, index)
-    metrics = score_bundle(result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=frame.scope_set)
+    # leakage is measured against the BASELINE frame's scope on both sides: a candidate that
+    # widens its own scope must not make its leakage read zero by moving the yardstick
+    _number, baseline_frame = store.frame_of_version(backtest.baseline_version_id)
+    metrics = score_bundle(
+        result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=baseline_frame.scope_set
+    )
     try:
         with transaction.atomic():
             trace = trace_write(
@@ -386,7 +393,11 @@ def backtest_fail(*, backtest_id: int, error: str) -> Backtest:
 
 
 def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str = "") -> Approval:
-    """A reviewer's verdict, bound to this exact backtest: candidate version, task set, engine."""
+    """A reviewer's verdict, bound to this exact backtest: candidate version, task set, engine.
+
+    Four eyes: the proposal's author never reviews it, each reviewer gives one verdict, and the
+    project's approval policy (its current frame's `approval` key) says when the tally is enough.
+    """
     project = backtest.proposal.project
     access.access_review(reviewer, project)
     if verdict not in ApprovalVerdict.values:
@@ -397,7 +408,7 @@ def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str 
     with transaction.atomic():
         Project.objects.select_for_update().get(pk=project.pk)
         backtest = Backtest.objects.select_related("proposal", "proposal__project").get(pk=backtest.pk)
-        blockers = selectors.review_blockers(backtest=backtest)
+        blockers = selectors.review_blockers(backtest=backtest, reviewer=reviewer)
         decision = selectors.backtest_decision(backtest)
         if not blockers and verdict == ApprovalVerdict.APPROVE and not decision.passed:
             blockers = [f"backtest #{backtest.pk} failed its gates: it can be rejected, not approved"]
@@ -427,6 +438,7 @@ def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str 
                 "task_set_digest": backtest.task_set_digest,
                 "engine_version": backtest.engine_version,
                 "comment": comment,
+                "tally": selectors.review_tally(backtest).summary,
             },
         )
     return approval
@@ -441,3 +453,77 @@ def on_proposal_submitted(sender, *, proposal: Proposal, requested_by, **kwargs)
     robust: the proposal is committed whatever the queue does; a failed enqueue is logged.
     """
     transaction.on_commit(lambda: backtest_enqueue(proposal=proposal, requested_by=requested_by), robust=True)
+
+
+# --- jobs that cannot hang -------------------------------------------------------------------
+
+MAX_REPLAY_DELIVERIES = 3  # deliveries of one replay that died with its worker, retries aside
+
+
+def replay_delivery_allowed(app, *, backtest_id: int, task_id: int, side: str, retries: int) -> bool:
+    """Count this delivery of one replay; past MAX_REPLAY_DELIVERIES the backtest fails instead.
+
+    With acks_late and reject_on_worker_lost, a replay that crashes its worker (out of memory, a
+    segfault, SIGKILL) is delivered again; the count lives in the result backend (redis) because
+    the crash leaves no chance to write anything else. Retries of one delivery do not count.
+    """
+    key = f"fg:replay-deliveries:{backtest_id}:{task_id}:{side}:{retries}"
+    client = getattr(app.backend, "client", None)
+    if client is None:  # a backend without a client (tests' eager mode): nothing to count with
+        return True
+    deliveries = client.incr(key)
+    client.expire(key, 24 * 3600)
+    if deliveries <= MAX_REPLAY_DELIVERIES:
+        return True
+    uid = Task.objects.filter(pk=task_id).values_list("uid", flat=True).first() or task_id
+    backtest_fail(
+        backtest_id=backtest_id,
+        error=(
+            f"the replay of task {uid} ({side}) was delivered {deliveries - 1} times and its "
+            "worker died each time: the backtest stopped instead of retrying it forever"
+        ),
+    )
+    return False
+
+
+def stale_after() -> timedelta:
+    return timedelta(seconds=settings.FG_BACKTEST_STALE_SECONDS)
+
+
+def backtest_stale_reason(backtest: Backtest, *, now=None) -> str | None:
+    """The rule: a queued or running backtest with no new replay for FG_BACKTEST_STALE_SECONDS
+    (since it was queued or since its latest replay) has lost its workers or its messages."""
+    if backtest.status not in (BacktestStatus.QUEUED, BacktestStatus.RUNNING):
+        return None
+    latest = TaskReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
+    last_progress = max(filter(None, [backtest.created_at, latest]))
+    idle = (now or timezone.now()) - last_progress
+    if idle < stale_after():
+        return None
+    done = TaskReplay.objects.filter(backtest=backtest).count()
+    return (
+        f"stale: no replay for {int(idle.total_seconds())} s ({done} of "
+        f"{2 * len(backtest.task_ids)} done); its workers vanished or its messages were lost"
+    )
+
+
+def backtest_fail_if_stale(*, backtest: Backtest) -> Backtest:
+    """Apply the stale rule (on page load and in `backtest` waits): mark it failed, with why."""
+    reason = backtest_stale_reason(backtest)
+    if reason is None:
+        return backtest
+    return backtest_fail(backtest_id=backtest.pk, error=reason)
+
+
+def backtest_rerun(*, backtest: Backtest, lead) -> Backtest:
+    """A lead starts the proposal again after a failed (errored or stale) backtest."""
+    access.access_propose(lead, backtest.proposal.project)
+    backtest = backtest_fail_if_stale(backtest=backtest)
+    if backtest.status != BacktestStatus.ERROR:
+        raise BacktestRefused(
+            f"backtest #{backtest.pk} is {backtest.status}: only a failed or stale backtest is re-run"
+        )
+    latest = Backtest.objects.filter(proposal_id=backtest.proposal_id).order_by("-created_at", "-id").first()
+    if latest is not None and latest.pk != backtest.pk:
+        raise BacktestRefused(f"backtest #{latest.pk} is newer: re-run the latest only")
+    return backtest_enqueue(proposal=backtest.proposal, requested_by=lead)

@@ -7,6 +7,7 @@ are idempotent (services.replay_one), so a redelivery (acks_late) writes nothing
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from . import services
@@ -16,14 +17,25 @@ RETRIED = (OperationalError, InterfaceError)
 
 
 @shared_task(
+    bind=True,
     name=services.REPLAY_TASK,
     autoretry_for=RETRIED,
     retry_backoff=0.5,
     retry_backoff_max=10,
     max_retries=5,
     acks_late=True,
+    # a worker that dies mid-replay puts the message back for another worker ...
+    reject_on_worker_lost=True,
+    # ... and one replay never holds a worker past these (SoftTimeLimitExceeded, then SIGKILL)
+    soft_time_limit=settings.FG_REPLAY_SOFT_TIME_LIMIT,
+    time_limit=settings.FG_REPLAY_TIME_LIMIT,
 )
-def replay_task(backtest_id: int, task_id: int, side: str) -> int:
+def replay_task(self, backtest_id: int, task_id: int, side: str) -> int | None:
+    # ... but not forever: a replay that keeps killing its worker fails its backtest instead
+    if not services.replay_delivery_allowed(
+        self.app, backtest_id=backtest_id, task_id=task_id, side=side, retries=self.request.retries
+    ):
+        return None
     return services.replay_one(backtest_id=backtest_id, task_id=task_id, side=side).pk
 
 

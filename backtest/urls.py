@@ -7,4 +7,5 @@ urlpatterns = [
     path("proposals/<int:pk>/review/", views.proposal_review, name="proposal-review"),
     path("backtests/<int:pk>/", views.backtest_detail, name="backtest-detail"),
     path("backtests/<int:pk>/live/", views.backtest_live, name="backtest-live"),
+    path("backtests/<int:pk>/rerun/", views.backtest_rerun, name="backtest-rerun"),
 ]

@@ -21,7 +21,7 @@ from governance import selectors as governance_selectors
 
 from . import selectors, services
 from .forms import ReviewForm
-from .models import Backtest
+from .models import Backtest, BacktestStatus
 
 
 def _url(name: str, *args) -> str | None:
@@ -53,10 +53,14 @@ def _context(request, pk: int) -> dict:
     backtest = selectors.backtest_by_id(backtest_id=pk)
     proposal = backtest.proposal
     caps = access.access_read(request.user, proposal.project)
-    decision, approval = selectors.backtest_outcome(backtest)
+    if services.backtest_stale_reason(backtest) is not None:
+        # the stale rule runs on every load of the page (and its live fragment)
+        services.backtest_fail_if_stale(backtest=backtest)
+        backtest = selectors.backtest_by_id(backtest_id=pk)
+    decision, tally = selectors.backtest_outcome(backtest)
     metrics = selectors.page_metrics(backtest)
     progress = selectors.backtest_progress(backtest=backtest)
-    blockers = selectors.review_blockers(backtest=backtest) if decision is not None else []
+    blockers = selectors.review_blockers(backtest=backtest, reviewer=request.user) if decision is not None else []
     return {
         "backtest": backtest,
         "proposal": proposal,
@@ -64,12 +68,13 @@ def _context(request, pk: int) -> dict:
         "caps": caps,
         "progress": progress,
         "decision": decision,
-        "approval": approval,
+        "tally": tally,
         "metrics": metrics,
         "rows": _trace_links(selectors.task_rows(backtest=backtest)),
         "chart": selectors.decision_chart(decision=decision, metrics=metrics),
         "review_blockers": blockers,
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
+        "can_rerun": caps.can_propose and backtest.status == BacktestStatus.ERROR,
     }
 
 
@@ -96,8 +101,9 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
     backtests = selectors.proposal_backtests(proposal=proposal)
     latest = backtests[0] if backtests else None
     review_blockers = (
-        selectors.review_blockers(backtest=latest) if latest else ["no backtest has run yet"]
+        selectors.review_blockers(backtest=latest, reviewer=request.user) if latest else ["no backtest has run yet"]
     )
+    policy = selectors.project_approval_policy(project=project)
     return render(
         request,
         "governance/proposal_detail.html",
@@ -116,7 +122,7 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
                 (
                     b,
                     selectors.backtest_decision(b),
-                    selectors.backtest_approval(b),
+                    selectors.review_tally(b, policy=policy),
                     _backtest_url(b),
                 )
                 for b in backtests
@@ -125,7 +131,10 @@ def proposal_detail(request, pk: int, review_form: ReviewForm | None = None, sta
             "review_blockers": review_blockers,
             "review_form": review_form
             or ReviewForm(initial={"backtest": latest.pk if latest else None}),
-            "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal),
+            "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal)
+            + governance_selectors.promoter_blockers(proposal=proposal, lead=request.user),
+            "policy": policy,
+            "widens_scope": governance_selectors.scope_widening(proposal=proposal),
             "caps": caps,
         },
         status=status,
@@ -156,3 +165,17 @@ def proposal_review(request, pk: int):
         return proposal_detail(request, pk, review_form=form, status=400)
     messages.success(request, f"Backtest #{backtest.pk}: {form.cleaned_data['verdict']} recorded.")
     return redirect("proposal-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def backtest_rerun(request, pk: int):
+    backtest = selectors.backtest_by_id(backtest_id=pk)
+    access.access_propose(request.user, backtest.proposal.project)
+    try:
+        again = services.backtest_rerun(backtest=backtest, lead=request.user)
+    except services.BacktestRefused as error:
+        messages.error(request, str(error))
+        return redirect("backtest-detail", pk=pk)
+    messages.success(request, f"Backtest #{again.pk} started again for proposal #{again.proposal_id}.")
+    return redirect("backtest-detail", pk=again.pk)

@@ -20,6 +20,7 @@ class Evidence:
 
     state: str  # a ProposalState other than PROMOTED: proposed, backtesting, passed, failed, ...
     blockers: tuple[str, ...] = field(default=())  # why promotion must wait; empty when it may
+    approvers: frozenset[int] = field(default=frozenset())  # users who approved the latest backtest
 
 
 class EvidenceSource(Protocol):

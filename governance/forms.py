@@ -13,9 +13,10 @@ from typing import Any
 from django import forms
 
 from selection.corpus.frames import listed_classes
+from selection.corpus.limits import MAX_DEPTH, MAX_PATCH_BYTES
 from selection.corpus.places import IDENTIFIER
 
-from .frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch
+from .frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch, patch_issues
 
 BLANK_LIMIT_ROWS = 2
 LINES_HELP = "one per line, in order"
@@ -33,6 +34,33 @@ def _number(value: float | None) -> int | float | None:
     if value is None:
         return None
     return int(value) if float(value).is_integer() else value
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_patch(text: str) -> dict:
+    """A JSON Merge Patch typed by a person: bounded in size and depth, finite numbers only."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATCH_BYTES:
+        raise forms.ValidationError(
+            f"the patch is {size} bytes; a patch may hold at most {MAX_PATCH_BYTES}"
+        )
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        raise forms.ValidationError(f"not valid JSON: {error}") from error
+    except RecursionError:
+        raise forms.ValidationError(f"nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as error:
+        raise forms.ValidationError(f"not valid JSON: {error}") from error
+    if not isinstance(value, dict):
+        raise forms.ValidationError("a JSON Merge Patch here must be an object of frame keys")
+    issues = patch_issues(value)
+    if issues:
+        raise forms.ValidationError([str(issue) for issue in issues])
+    return value
 
 
 class ProposeForm(forms.Form):
@@ -173,13 +201,7 @@ class ProposeForm(forms.Form):
         text = self.cleaned_data["raw_patch"].strip()
         if not text:
             return None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise forms.ValidationError(f"not valid JSON: {error}") from error
-        if not isinstance(value, dict):
-            raise forms.ValidationError("a JSON Merge Patch here must be an object of frame keys")
-        return value
+        return parse_patch(text)
 
     def clean(self):
         data = super().clean()

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from selection.corpus import limits
 from selection.corpus.frames import (
     FRAME_KEYS,
     METRICS,
@@ -38,6 +39,7 @@ __all__ = [
     "diff_frames",
     "frame_classes",
     "frame_issues",
+    "patch_issues",
     "unknown_class_warnings",
 ]
 
@@ -72,12 +74,35 @@ class _PathReport(Report):
         self.found.append(FrameIssue(tuple(path), message))
 
 
+def patch_issues(patch: Any) -> list[FrameIssue]:
+    """Limits on any patch, whatever it patches: size, depth, values JSON and text can hold."""
+    if limits.depth(patch) > limits.MAX_DEPTH:
+        return [FrameIssue((), f"nests deeper than {limits.MAX_DEPTH} levels")]
+    issues = [
+        FrameIssue(tuple(path), problem) for path, problem in limits.value_problems(patch)
+    ][:20]
+    if issues:
+        return issues
+    try:
+        size = len(json.dumps(patch, allow_nan=False).encode("utf-8"))
+    except (TypeError, ValueError) as error:
+        return [FrameIssue((), f"is not JSON: {error}")]
+    if size > limits.MAX_PATCH_BYTES:
+        return [
+            FrameIssue((), f"is {size} bytes of JSON; a patch may hold {limits.MAX_PATCH_BYTES}")
+        ]
+    return []
+
+
 def apply_patch(snapshot: Mapping[str, Any], patch: Any) -> tuple[dict[str, Any], list[FrameIssue]]:
     """The frame after a JSON Merge Patch, or issues when the patch is not a frame patch at all."""
     if not isinstance(patch, dict):
         return dict(snapshot), [
             FrameIssue((), "a patch is a JSON Merge Patch: a mapping of frame keys")
         ]
+    issues = patch_issues(patch)
+    if issues:
+        return dict(snapshot), issues
     return merge_patch(copy.deepcopy(dict(snapshot)), patch), []
 
 

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404
 from authority import access
 from authority.models import AuditEntry, FrameVersion, Promotion
 from authority.selectors import current_frame_version
-from selection.corpus.frames import listed_classes
+from selection.corpus.frames import approval_policy, listed_classes
 from selection.models import MemoryUnit, Project
 
 from .evidence import evidence_for, with_latest_backtest_status
@@ -28,10 +28,12 @@ class ProjectRow:
     task_count: int
 
 
-def project_overview(*, user=None) -> list[ProjectRow]:
+def project_overview(*, user) -> list[ProjectRow]:
+    """The projects `user` holds a role in (all for a superuser): others are not even listed."""
     latest = Promotion.objects.filter(project=OuterRef("pk")).order_by("-sequence")
     projects = (
-        Project.objects.select_related("corpus")
+        access.readable_projects(user, Project.objects.all())
+        .select_related("corpus")
         .annotate(
             current_version=Subquery(latest.values("frame_version__number")[:1]),
             unit_count=Count("units", distinct=True),
@@ -206,6 +208,27 @@ def promotion_blockers(*, proposal: Proposal) -> list[str]:
             "submit the change again over the current version"
         )
     return blockers + list(evidence_for(proposal).blockers)
+
+
+def scope_widening(*, proposal: Proposal) -> list[str]:
+    """Projects the proposal's frame admits units from that its base frame did not."""
+    slug = proposal.project.slug
+    before = set(proposal.base_version.snapshot.get("scope") or [slug])
+    after = proposal.frame_version.snapshot.get("scope") or [slug]
+    return [s for s in after if s not in before]
+
+
+def promoter_blockers(*, proposal: Proposal, lead) -> list[str]:
+    """Why this lead may not promote this proposal under the project's approval policy."""
+    current = current_frame_version(project=proposal.project)
+    if approval_policy(current.snapshot if current else None).approver_may_promote:
+        return []
+    if lead.pk in evidence_for(proposal).approvers:
+        return [
+            f"{lead.username} approved the backtest; the project's policy wants "
+            "another lead to promote it"
+        ]
+    return []
 
 
 def derived_proposal_state(*, proposal: Proposal) -> str:

@@ -101,6 +101,8 @@ def proposal_submit(
             )
         if not issues and frame == base.snapshot:
             issues = [FrameIssue((), f"the patch changes nothing in v{base.number}")]
+        if not issues:
+            issues = _scope_issues(author, base.snapshot, frame, project)
         if issues:
             raise ProposalInvalid(issues)
         scope = list(frame.get("scope") or [project.slug])
@@ -149,6 +151,28 @@ def _proposal_create(
     )
 
 
+def _scope_issues(author, base: dict, frame: dict, project: Project) -> list[FrameIssue]:
+    """A lead may widen the scope only to projects they hold a role in: whoever widens a scope
+    lets this project's agent see the other project's units, which its own people must allow."""
+    before = set(base.get("scope") or [project.slug])
+    added = [(i, s) for i, s in enumerate(frame.get("scope") or [project.slug]) if s not in before]
+    if not added:
+        return []
+    readable = set(
+        access.readable_projects(author, Project.objects.filter(slug__in=[s for _i, s in added]))
+        .values_list("slug", flat=True)
+    )
+    return [
+        FrameIssue(
+            ("scope", index),
+            f'{author.username} holds no role in project "{slug}": only someone who does may '
+            "widen the scope to it",
+        )
+        for index, slug in added
+        if slug not in readable
+    ]
+
+
 def proposal_sync_state(*, proposal: Proposal) -> Proposal:
     """Set Proposal.state from the append-only rows (promotions; the latest backtest and its
     review, as governance.evidence reports them). The only code that changes Proposal.state:
@@ -180,7 +204,9 @@ def proposal_promote(*, proposal: Proposal, lead) -> Promotion:
             proposal = Proposal.objects.select_related(
                 "project", "base_version", "frame_version"
             ).get(pk=proposal.pk)
-            blockers = selectors.promotion_blockers(proposal=proposal)
+            blockers = selectors.promotion_blockers(proposal=proposal) + selectors.promoter_blockers(
+                proposal=proposal, lead=lead
+            )
             if blockers:
                 raise PromotionRefused(blockers)
             previous = current_frame_version(project=project)

@@ -32,13 +32,19 @@ def database_from_url(url: str) -> dict:
     if parts.scheme not in ("postgres", "postgresql", "pgsql"):
         raise RuntimeError(f"DATABASE_URL must be a postgresql:// URL, not {parts.scheme}://")
     query = parse_qs(parts.query)
-    return {
+    # every other query parameter (sslmode, sslrootcert, connect_timeout, options, ...) is a libpq
+    # connection parameter: dropping it would, say, turn sslmode=verify-full into no TLS at all
+    options = {key: values[-1] for key, values in query.items() if key != "host"}
+    database = {
         "NAME": unquote(parts.path.lstrip("/")),
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),
         "HOST": query.get("host", [parts.hostname or ""])[0],
         "PORT": str(parts.port or ""),
     }
+    if options:
+        database["OPTIONS"] = options
+    return database
 
 
 def _local_secret_key() -> str:
@@ -116,7 +122,13 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or embedded.ensure_redis()
+# outside the embedded mode a broker is required: a private redis would keep nothing and no
+# worker elsewhere would ever see a backtest
+CELERY_BROKER_URL = (
+    os.environ.get("CELERY_BROKER_URL") or embedded.ensure_redis()
+    if EMBEDDED
+    else env("CELERY_BROKER_URL")
+)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or CELERY_BROKER_URL
 CELERY_TASK_DEFAULT_QUEUE = env("FG_CELERY_QUEUE", "frame-governance")
 CELERY_TASK_SERIALIZER = "json"
@@ -126,10 +138,56 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# a message a vanished worker had taken goes back to the queue after this many seconds (redis's
+# default is an hour); it must exceed the longest task, so it is kept above the hard time limit
+FG_REPLAY_SOFT_TIME_LIMIT = int(env("FG_REPLAY_SOFT_TIME_LIMIT", "60"))
+FG_REPLAY_TIME_LIMIT = int(env("FG_REPLAY_TIME_LIMIT", "90"))
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(env("FG_VISIBILITY_TIMEOUT", "300"))}
+# a queued or running backtest with no new replay for this long is marked failed (stale)
+FG_BACKTEST_STALE_SECONDS = int(env("FG_BACKTEST_STALE_SECONDS", "600"))
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# login throttling (django-axes): a username and address pair is locked out for a while after
+# FG_LOGIN_FAILURES failed logins; a success resets the count
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(env("FG_LOGIN_FAILURES", "5"))
+AXES_COOLOFF_TIME = float(env("FG_LOGIN_COOLOFF_HOURS", "0.25"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# behind a proxy the client address is the proxy's unless this names the forwarded header
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    [env("FG_CLIENT_IP_HEADER")] if env("FG_CLIENT_IP_HEADER", "") else ["REMOTE_ADDR"]
+)
+
+if not EMBEDDED:
+    # served over HTTPS: cookies never travel in clear, browsers remember to use HTTPS (HSTS).
+    # FG_HTTPS=0 turns the redirect and HSTS off (a private network, at your own risk);
+    # FG_TLS_PROXY=1 trusts X-Forwarded-Proto from the proxy that terminates TLS (docs in README).
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SESSION_COOKIE_HTTPONLY = True
+    X_FRAME_OPTIONS = "DENY"
+    if env_bool("FG_HTTPS", True):
+        SECURE_SSL_REDIRECT = True
+        SECURE_HSTS_SECONDS = int(env("FG_HSTS_SECONDS", "31536000"))
+        SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("FG_HSTS_SUBDOMAINS", True)
+        SECURE_HSTS_PRELOAD = env_bool("FG_HSTS_PRELOAD", True)
+    if env_bool("FG_TLS_PROXY", False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from authority import access
 from authority.selectors import current_frame_version
+from selection.corpus.limits import MAX_INTEGER
 from selection.models import Project
 
 from . import frames, selectors, services
@@ -51,9 +52,12 @@ def project_detail(request, slug: str):
 
 def _version_number(request, name: str) -> int:
     try:
-        return int(request.GET.get(name, ""))
+        number = int(request.GET.get(name, ""))
     except ValueError:
         raise Http404(f"?{name}= must be a version number") from None
+    if not 0 < number <= MAX_INTEGER:
+        raise Http404(f"?{name}= must be a version number")
+    return number
 
 
 @login_required
@@ -105,6 +109,8 @@ def proposal_create(request, slug: str):
         request,
         "governance/proposal_form.html",
         {"project": project, "base": base, "form": form, "caps": caps},
+        # a refused proposal is the client's error: say so to scripts as well as to people
+        status=400 if request.method == "POST" else 200,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.utils import timezone
 from pgvector.django import VectorField
 
 IDENTIFIER_HELP = "matches [a-z0-9][a-z0-9_.-]*"
@@ -175,9 +176,14 @@ class LedgerEntry(models.Model):
 
 
 class Trace(models.Model):
-    """A frozen ContextTrace with its bundle; immutable once written (a trigger enforces it)."""
+    """A frozen ContextTrace with its bundle; immutable once written (a trigger enforces it).
 
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    Each project's traces form a hash chain (selection.chain): `digest` covers this row, its
+    candidates and `previous_digest`, so an altered or missing trace breaks a named link.
+    """
+
+    # set before the insert (not auto_now_add) so that the chain digest can cover it
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="traces")
     frame_version = models.PositiveIntegerField(help_text="FrameVersion.number of the project")
     task = models.ForeignKey(
@@ -198,10 +204,20 @@ class Trace(models.Model):
     source = models.CharField(
         max_length=30, default="select", help_text="select | evaluation | backtest | api"
     )
+    chain_position = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="1, 2, ... within the project; null: written before the chain"
+    )
+    previous_digest = models.CharField(max_length=64, blank=True)
+    digest = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["project", "frame_version", "-created_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "chain_position"], name="trace_chain_position_unique"
+            ),
+        ]
 
 
 class TraceCandidate(models.Model):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from authority import access
 from authority.audit import audit_record
@@ -34,6 +35,7 @@ from selection.engine.types import (
 )
 
 from . import embeddings, store
+from .chain import chain_link
 from .models import Project, Task, Trace, TraceCandidate
 from .scoring import ledger_for_task
 
@@ -262,11 +264,15 @@ def traces_write(entries: list[TraceEntry]) -> list[Trace]:
     """Persist many traces in two bulk inserts (headers, then every candidate), in entry order."""
     headers: list[Trace] = []
     rows: list[TraceCandidate] = []
+    built = []
     for entry in entries:
         trace, candidates = _trace_rows(entry)
         headers.append(trace)
         rows.extend(candidates)
+        built.append((trace, candidates))
     with transaction.atomic():
+        # each project's chain is locked from here to commit: its writers append one at a time
+        chain_link(built)
         Trace.objects.bulk_create(headers, batch_size=500)
         # each candidate's trace got its pk from the insert above (PostgreSQL returns ids)
         _copy_candidates(rows)
@@ -302,6 +308,7 @@ def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[TraceCandidate]]:
     trace_doc = engine_trace.as_dict()
     candidates = trace_doc.pop("candidates")
     trace = Trace(
+        created_at=timezone.now(),
         project=entry.project,
         frame_version=entry.frame_version,
         task=entry.task,

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views as trace_views
-from . import views_evaluation
+from . import views_chain, views_evaluation
 
 urlpatterns: list = []
 
@@ -24,6 +24,7 @@ urlpatterns += [
 # --- trace explorer (selection/views.py) ---
 urlpatterns += [
     path("traces/", trace_views.trace_list, name="trace-list"),
+    path("traces/chain/", views_chain.trace_chain, name="trace-chain"),
     path(
         "traces/export.<str:fmt>",
         trace_views.trace_search_export,

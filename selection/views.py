@@ -11,18 +11,29 @@ from datetime import date
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from authority import access
 from authority.selectors import current_frame_version
+from selection.corpus.limits import MAX_INTEGER, MAX_YEAR, MIN_YEAR
 from selection.engine.explain import trace_diff
 from selection.engine.reason_codes import REACHES_MODEL, CoalescingKind, Stage
 from selection.engine.types import SIGNAL_NAMES
 
 from . import selectors, services
+from .csv_cells import csv_row
 from .explain import COLUMNS, NOT_ADMITTED, TableQuery, candidate_rows, facet_values, filter_and_sort
+from .models import Project
+from .redaction import redacted_bundle
 
 TRACE_PAGE_SIZE = 50
 REPLAY_SOURCE = "replay"
@@ -33,17 +44,35 @@ REPLAY_SOURCE = "replay"
 # --------------------------------------------------------------------------------------------
 
 
-def _date(value: str) -> date | None:
+class BadFilter(ValueError):
+    """A filter value that parses but lies outside what can be searched: HTTP 400."""
+
+
+def _date(value: str, name: str) -> date | None:
     try:
-        return date.fromisoformat(value) if value else None
+        day = date.fromisoformat(value) if value else None
     except ValueError:
         return None
+    if day is not None and not MIN_YEAR <= day.year <= MAX_YEAR:
+        raise BadFilter(f"{name} must fall in the years {MIN_YEAR} to {MAX_YEAR}")
+    return day
 
 
-def _int(value: str) -> int | None:
+def _int(value: str, name: str) -> int | None:
     try:
-        return int(value) if value else None
+        number = int(value) if value else None
     except ValueError:
+        return None
+    if number is not None and not 0 <= number <= MAX_INTEGER:
+        raise BadFilter(f"{name} must be a number from 0 to {MAX_INTEGER}")
+    return number
+
+
+def _id(value: str) -> int | None:
+    """A row id from a query string; one no row can have (too large) finds nothing: a 404."""
+    try:
+        return _int(value, "id")
+    except BadFilter:
         return None
 
 
@@ -51,9 +80,9 @@ def _filters(params) -> selectors.TraceFilters:
     get = lambda name: (params.get(name) or "").strip()  # noqa: E731
     return selectors.TraceFilters(
         project=get("project"),
-        frame_version=_int(get("frame_version")),
-        since=_date(get("since")),
-        until=_date(get("until")),
+        frame_version=_int(get("frame_version"), "frame_version"),
+        since=_date(get("since"), "since"),
+        until=_date(get("until"), "until"),
         task=get("task"),
         reason=get("reason"),
         disposition=get("disposition"),
@@ -63,9 +92,16 @@ def _filters(params) -> selectors.TraceFilters:
     )
 
 
+def _bad_filter(error: BadFilter) -> HttpResponse:
+    return HttpResponseBadRequest(f"{error}\n", content_type="text/plain; charset=utf-8")
+
+
 @login_required
 def trace_list(request):
-    filters = _filters(request.GET)
+    try:
+        filters = _filters(request.GET)
+    except BadFilter as error:
+        return _bad_filter(error)
     traces = selectors.trace_search(user=request.user, filters=filters)
     page = Paginator(traces, TRACE_PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
@@ -126,7 +162,11 @@ class _Echo:
 
 @login_required
 def trace_search_export(request, fmt: str):
-    traces = selectors.trace_search(user=request.user, filters=_filters(request.GET))
+    try:
+        filters = _filters(request.GET)
+    except BadFilter as error:
+        return _bad_filter(error)
+    traces = selectors.trace_search(user=request.user, filters=filters)
     rows = (_summary(t) + [t.engine_version, t.policy_version] for t in traces.iterator(chunk_size=500))
     if fmt == "json":
         docs = [dict(zip(SEARCH_FIELDS, row, strict=True)) for row in rows]
@@ -139,7 +179,7 @@ def trace_search_export(request, fmt: str):
     if fmt != "csv":
         raise Http404("export as .json or .csv")
     writer = csv.writer(_Echo())
-    lines = (writer.writerow(r) for r in _prepend(SEARCH_FIELDS, rows))
+    lines = (writer.writerow(csv_row(r)) for r in _prepend(SEARCH_FIELDS, rows))
     response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="traces.csv"'
     return response
@@ -184,6 +224,10 @@ def _urlencode(pairs) -> str:
     return urlencode(pairs)
 
 
+def _readable_slugs(user) -> frozenset[str]:
+    return frozenset(access.readable_projects(user, Project.objects.all()).values_list("slug", flat=True))
+
+
 @login_required
 def trace_detail(request, pk: int):
     trace, caps = selectors.readable_trace(user=request.user, pk=pk)
@@ -205,12 +249,14 @@ def trace_detail(request, pk: int):
         )
     ]
     folded = {op.unit_id: op for op in engine_trace.coalescing if op.op == CoalescingKind.FOLD_ECHO}
-    items = [(item, [s for s in item.sources[1:] if s in folded]) for item in explained.result.bundle.items]
+    bundle, redacted = redacted_bundle(explained.result.bundle, readable=_readable_slugs(request.user))
+    items = [(item, [s for s in item.sources[1:] if s in folded]) for item in bundle.items]
     context.update(
         caps=caps,
         explained=explained,
         engine_trace=engine_trace,
-        bundle=explained.result.bundle,
+        bundle=bundle,
+        redacted=redacted,
         items=items,
         work_fields=work_fields,
         work_classes=engine_trace.project_frame.classes_for(work.work_type),
@@ -298,7 +344,7 @@ def _diff_context(request, a_pk: int, b_pk: int) -> dict:
 
 @login_required
 def trace_diff_view(request):
-    a, b = _int(request.GET.get("a", "")), _int(request.GET.get("b", ""))
+    a, b = _id(request.GET.get("a", "")), _id(request.GET.get("b", ""))
     if a is None or b is None:
         raise Http404("?a= and ?b= must be trace ids")
     return render(request, "selection/trace_diff.html", _diff_context(request, a, b))
@@ -311,7 +357,7 @@ def trace_now(request, pk: int):
     if request.method == "POST":
         replay = services.trace_replay(trace=trace, actor=request.user, source=REPLAY_SOURCE)
         return redirect(f"{reverse('trace-now', args=[trace.pk])}?replay={replay.pk}")
-    replay_pk = _int(request.GET.get("replay", ""))
+    replay_pk = _id(request.GET.get("replay", ""))
     context = {"trace": trace, "caps": caps, "current": _current_version(trace)}
     if replay_pk is not None:
         context.update(_diff_context(request, trace.pk, replay_pk))
@@ -348,14 +394,16 @@ def trace_export(request, pk: int, fmt: str):
     for row in rows:
         c = row.record
         writer.writerow(
-            [row.values[col.key] if row.values[col.key] is not None else "" for col in COLUMNS]
-            + [
-                c.item_id or "",
-                c.eligible,
-                "; ".join(f"{e.rule}: {e.detail}" for e in c.eligibility),
-                c.budget.spent,
-                c.retrieval.pulled_by or "",
-                c.noted_on or "",
-            ]
+            csv_row(
+                [row.values[col.key] if row.values[col.key] is not None else "" for col in COLUMNS]
+                + [
+                    c.item_id or "",
+                    c.eligible,
+                    "; ".join(f"{e.rule}: {e.detail}" for e in c.eligibility),
+                    c.budget.spent,
+                    c.retrieval.pulled_by or "",
+                    c.noted_on or "",
+                ]
+            )
         )
     return response

@@ -80,6 +80,11 @@ def test_landing_page_lists_projects_with_frame_version_and_unit_counts(
             tokens=2,
         )
     user = django_user_model.objects.create_user("reader", password="pw-123456")
+    from authority.models import RoleGrant
+    from selection.models import Project
+
+    for project in Project.objects.all():  # the page lists only projects the user holds a role in
+        RoleGrant.objects.create(user=user, project=project, role="auditor")
     client.force_login(user)
     with django_assert_max_num_queries(4):
         response = client.get(reverse("home"))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
@@ -32,11 +33,33 @@ FRAME_KEYS = (
     "open_loop_work_types",
     "gates",
     "establishment",  # project addition (docs/corpus-format.md): frame builder and abstention
+    "approval",  # project extension (trust): see docs/corpus-format.md
     *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
 WORK_TYPE_KEYS = ("classes", "description", "cues")  # the 1.1 long form of a work type
 ESTABLISHMENT_KEYS = ("builder", "ambiguous", "unknown", "thresholds")
 THRESHOLD_KEYS = ("margin", "min_score")
+APPROVAL_KEYS = ("required_approvals", "rejection_blocks", "approver_may_promote")
+MAX_REQUIRED_APPROVALS = 20
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """How a proposal of this project is reviewed before promotion (the frame's `approval` key).
+
+    The defaults are the rules before the key existed: one approval, a rejection blocks, and the
+    approver may promote. The author of a proposal never counts as one of its approvers.
+    """
+
+    required_approvals: int = 1
+    rejection_blocks: bool = True
+    approver_may_promote: bool = True
+
+
+def approval_policy(snapshot: Mapping[str, Any] | None) -> ApprovalPolicy:
+    """The policy a (valid) frame snapshot declares; defaults for keys it leaves out."""
+    declared = (snapshot or {}).get("approval") or {}
+    return ApprovalPolicy(**{k: declared[k] for k in APPROVAL_KEYS if k in declared})
 
 
 def check_frame(
@@ -55,6 +78,14 @@ def check_frame(
             fields[key] = report.string_list(known[key], place.at(key))
     if "scope" in known:
         scope = report.identifier_list(known["scope"], place.at("scope"), "project slug")
+        if scope == ():
+            # fail closed, and say so: an empty scope must not quietly mean "this project"
+            report.add(
+                place.at("scope"),
+                "an empty scope would admit no unit at all: name at least one project, "
+                "or leave the key out for the project's own units",
+            )
+            scope = None
         for index, slug in enumerate(scope or ()):
             if slug not in declared:
                 report.add(
@@ -83,6 +114,9 @@ def check_frame(
         fields["establishment"] = _establishment(
             known["establishment"], place.at("establishment"), report
         )
+    if "approval" in known:
+        # governance reads it (approval_policy); the engine's frame does not carry it
+        _approval(known["approval"], place.at("approval"), report)
     if any(key in known for key in ROUTING_FRAME_KEYS):
         declared_work_types = (
             {name for name, _ in fields["work_types"]} if fields.get("work_types") else set()
@@ -215,6 +249,30 @@ def _gates(value: Any, place: Place, report: Report) -> Gates | None:
     if any(item is None for item in fields.values()):
         return None
     return Gates(**fields)
+
+
+def _approval(value: Any, place: Place, report: Report) -> ApprovalPolicy | None:
+    known, _extras = report.mapping(value, place, optional=APPROVAL_KEYS)
+    if known is None:
+        return None
+    fields: dict[str, Any] = {}
+    if "required_approvals" in known:
+        count = report.integer(
+            known["required_approvals"], place.at("required_approvals"), minimum=1
+        )
+        if count is not None and count > MAX_REQUIRED_APPROVALS:
+            report.add(
+                place.at("required_approvals"),
+                f"must be at most {MAX_REQUIRED_APPROVALS}, got {count}",
+            )
+            count = None
+        fields["required_approvals"] = count
+    for key in ("rejection_blocks", "approver_may_promote"):
+        if key in known:
+            fields[key] = report.boolean(known[key], place.at(key))
+    if any(item is None for item in fields.values()):
+        return None
+    return ApprovalPolicy(**fields)
 
 
 def _limit(value: Any, place: Place, report: Report) -> Gate | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from selection.corpus.issues import CorpusIssue
+from selection.corpus.limits import MAX_INTEGER, MAX_NUMBER, MAX_YEAR, MIN_YEAR
 
 PathPart = str | int
 IDENTIFIER = re.compile(r"[a-z0-9][a-z0-9_.-]*")
@@ -184,18 +186,33 @@ class Report:
         checked = [self.identifier(item, at, what) for at, item in entries]
         return None if any(item is None for item in checked) else tuple(checked)  # type: ignore[arg-type]
 
-    def integer(self, value: Any, place: Place, *, minimum: int | None = None) -> int | None:
+    def integer(
+        self,
+        value: Any,
+        place: Place,
+        *,
+        minimum: int | None = None,
+        maximum: int = MAX_INTEGER,
+    ) -> int | None:
         if isinstance(value, bool) or not isinstance(value, int):
             self.add(place, f"expected an integer, got {describe(value)}")
             return None
         if minimum is not None and value < minimum:
             self.add(place, f"must be at least {minimum}, got {value}")
             return None
+        if value > maximum:
+            self.add(place, f"must be at most {maximum}, got {value}")
+            return None
         return value
 
     def number(self, value: Any, place: Place) -> float | None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            self.add(place, f"expected a number, got {describe(value)}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or abs(value) > MAX_NUMBER
+        ):
+            self.add(place, f"expected a finite number, got {describe(value)}")
             return None
         return float(value)
 
@@ -236,10 +253,14 @@ class Report:
             )
             return None
         try:
-            return datetime.fromisoformat(value.strip())
+            moment = datetime.fromisoformat(value.strip())
         except ValueError as error:
             self.add(place, f'"{value}" is not a valid time: {error}')
             return None
+        if not MIN_YEAR <= moment.year <= MAX_YEAR:
+            self.add(place, f'"{value}" is out of range: times fall in {MIN_YEAR}..{MAX_YEAR}')
+            return None
+        return moment
 
 
 def describe(value: Any) -> str:
@@ -247,6 +268,8 @@ def describe(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and abs(value) > MAX_NUMBER:
+        return "a number out of range"
     if isinstance(value, (int, float)):
         return f"a number ({value})"
     if isinstance(value, str):

@@ -141,7 +141,7 @@ def test_an_unchanged_form_is_refused_with_a_message(client, project, users, cou
     response = login(client, users["lead"]).post(
         reverse("proposal-create", args=["alpha"]), form_data(project)
     )
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "the patch changes nothing in v1" in response.content.decode()
     assert counts() == before
 
@@ -158,7 +158,7 @@ def test_validation_errors_appear_next_to_their_field(client, project, users, co
     )
     response = login(client, users["lead"]).post(reverse("proposal-create", args=["alpha"]), data)
     html = response.content.decode()
-    assert response.status_code == 200
+    assert response.status_code == 400
     field = html.split('id="field-wt__implementation-review"')[1].split("</div>")[0]
     assert "work_types.implementation-review[2]: class name &quot;Decision&quot;" in field
     assert "gates.limits[0].metric: a limit needs a bound" in html

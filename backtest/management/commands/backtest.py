@@ -117,6 +117,7 @@ class Command(BaseCommand):
         with tqdm(total=total, unit="replay", desc="replays", file=self.stderr._out, leave=True) as bar:
             while True:
                 backtest = selectors.backtest_by_id(backtest_id=backtest.pk)
+                backtest = services.backtest_fail_if_stale(backtest=backtest)
                 progress = selectors.backtest_progress(backtest=backtest)
                 bar.update(progress.done - bar.n)
                 if progress.finished:

@@ -17,7 +17,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from authority.models import Role, RoleGrant
+from authority.models import Role
+from authority.services import role_grant
 from governance import embedded
 from selection.models import Project
 
@@ -35,7 +36,7 @@ def create_demo_accounts() -> dict[str, str]:
             user.set_password(password)
             user.save()
             for project in Project.objects.all():
-                RoleGrant.objects.get_or_create(user=user, project=project, role=role)
+                role_grant(user=user, project=project, role=role)
             passwords[username] = password
     return passwords
 

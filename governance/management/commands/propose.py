@@ -36,6 +36,8 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {path}: {error.strerror}") from error
         except json.JSONDecodeError as error:
             raise CommandError(f"{path} is not JSON: {error}") from error
+        except (RecursionError, ValueError) as error:
+            raise CommandError(f"{path} is not a JSON patch this server takes: {error!r}") from error
         try:
             proposal = services.proposal_submit(
                 project=project_row,

@@ -1,0 +1,175 @@
+"""Tamper evidence: each project's traces form a hash chain that anyone can re-verify.
+
+A trace's digest is SHA-256 over its stored content (the trace row and every candidate row) and the
+digest of the project's previous trace. Writers take a per-project advisory lock for the rest of
+their transaction, so concurrent writers (backtest workers, evaluations, the dashboard) append one
+after another; a unique (project, chain_position) constraint backs the lock up. Rows are
+append-only (a trigger), so a changed digest, a changed row or a deleted trace shows up as a broken
+link, named by trace id, in `verify_traces` and on the chain page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection
+
+from .models import Project, Trace, TraceCandidate
+
+# pg_advisory_xact_lock(class, project id): the class keeps these locks apart from any other's
+CHAIN_LOCK_CLASS = 7_104_201
+CHAIN_GENESIS = "0" * 64  # the "previous digest" of a project's first trace
+VERIFY_BATCH = 500
+
+_TRACE_FIELDS = (
+    "project_id", "frame_version", "task_id", "condition", "query", "standpoint", "budget_tokens",
+    "policy_version", "engine_version", "bundle_digest", "bundle_tokens", "admitted", "header",
+    "bundle", "source", "created_at",
+)  # fmt: skip
+_CANDIDATE_FIELDS = (
+    "position", "unit_uid", "project_slug", "evidence_class", "disposition", "stage",
+    "reason_code", "record",
+)  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return value
+
+
+def content_digest(trace: dict[str, Any], candidates: Iterable[dict[str, Any]]) -> str:
+    """SHA-256 of a trace's stored fields and its candidates' (dicts keyed by field name)."""
+    doc = {
+        "trace": {name: _plain(trace[name]) for name in _TRACE_FIELDS},
+        "candidates": [{name: _plain(c[name]) for name in _CANDIDATE_FIELDS} for c in candidates],
+    }
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def link_digest(content: str, previous: str) -> str:
+    return hashlib.sha256(f"{previous}:{content}".encode("ascii")).hexdigest()
+
+
+def _as_fields(obj, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in names}
+
+
+def chain_link(traces: list[tuple[Trace, list[TraceCandidate]]]) -> None:
+    """Set chain_position, previous_digest and digest on unsaved traces, in the order given.
+
+    Call inside the transaction that inserts them: it locks each project's chain until commit.
+    """
+    projects = sorted({trace.project_id for trace, _ in traces})
+    heads: dict[int, tuple[int, str]] = {}
+    with connection.cursor() as cursor:
+        for project_id in projects:  # sorted: two writers never wait on each other in a cycle
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [CHAIN_LOCK_CLASS, project_id])
+            head = (
+                Trace.objects.filter(project_id=project_id, chain_position__isnull=False)
+                .order_by("-chain_position")
+                .values_list("chain_position", "digest")
+                .first()
+            )
+            heads[project_id] = head or (0, CHAIN_GENESIS)
+    for trace, candidates in traces:
+        position, previous = heads[trace.project_id]
+        content = content_digest(
+            _as_fields(trace, _TRACE_FIELDS), [_as_fields(c, _CANDIDATE_FIELDS) for c in candidates]
+        )
+        trace.chain_position = position + 1
+        trace.previous_digest = previous
+        trace.digest = link_digest(content, previous)
+        heads[trace.project_id] = (trace.chain_position, trace.digest)
+
+
+# --- verification ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokenLink:
+    trace_id: int
+    position: int | None
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"position {self.position}" if self.position is not None else "no position"
+        return f"trace #{self.trace_id} ({where}): {self.problem}"
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    project: str
+    traces: int
+    broken: tuple[BrokenLink, ...] = field(default_factory=tuple)
+
+    @property
+    def intact(self) -> bool:
+        return not self.broken
+
+
+def _rows(project: Project) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Every trace of the project in chain order with its candidates, in batches."""
+    names = ("id", "chain_position", "previous_digest", "digest", *_TRACE_FIELDS)
+    traces = (
+        Trace.objects.filter(project=project)
+        .order_by("chain_position", "id")
+        .values(*names)
+        .iterator(chunk_size=VERIFY_BATCH)
+    )
+    batch: list[dict[str, Any]] = []
+    for row in traces:
+        batch.append(row)
+        if len(batch) == VERIFY_BATCH:
+            yield from _with_candidates(batch)
+            batch = []
+    yield from _with_candidates(batch)
+
+
+def _with_candidates(batch: list[dict[str, Any]]):
+    found: dict[int, list[dict[str, Any]]] = {row["id"]: [] for row in batch}
+    for row in (
+        TraceCandidate.objects.filter(trace_id__in=list(found))
+        .order_by("trace_id", "position")
+        .values("trace_id", *_CANDIDATE_FIELDS)
+    ):
+        found[row["trace_id"]].append(row)
+    for row in batch:
+        yield row, found[row["id"]]
+
+
+def verify_chain(project: Project) -> ChainReport:
+    """Recompute every digest of the project's chain; name each trace whose link does not hold."""
+    broken: list[BrokenLink] = []
+    previous, expected_position, count = CHAIN_GENESIS, 1, 0
+    for row, candidates in _rows(project):
+        count += 1
+        position = row["chain_position"]
+        if position is None or not row["digest"]:
+            broken.append(BrokenLink(row["id"], None, "carries no digest: it is outside the chain"))
+            continue
+        if position != expected_position:
+            broken.append(
+                BrokenLink(
+                    row["id"],
+                    position,
+                    f"follows position {expected_position - 1}: traces {expected_position}..{position - 1} are missing",
+                )
+            )
+        if row["previous_digest"] != previous:
+            broken.append(BrokenLink(row["id"], position, "does not link to the previous trace's digest"))
+        actual = link_digest(content_digest(row, candidates), row["previous_digest"])
+        if actual != row["digest"]:
+            broken.append(BrokenLink(row["id"], position, "its content no longer matches its digest (altered)"))
+        previous, expected_position = row["digest"], position + 1
+    return ChainReport(project=project.slug, traces=count, broken=tuple(broken))
+
+
+def verify_chains(projects: Iterable[Project]) -> list[ChainReport]:
+    return [verify_chain(project) for project in projects]

@@ -1,0 +1,102 @@
+"""Faults with real processes: a worker SIGKILLed in the middle of a backtest loses nothing.
+
+The killed worker's unacknowledged replay returns to the queue after the broker's visibility
+timeout (short here, FG_VISIBILITY_TIMEOUT); a fresh worker finishes the backtest, and every task
+has exactly one replay per side.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from backtest import services
+from backtest.models import BacktestStatus, TaskReplay
+
+from .conftest import ROOT, WORKER_START_TIMEOUT, _answers, proposal, wait_finished
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+VISIBILITY_TIMEOUT = 8
+
+
+def start_worker(queue: str, log_path) -> tuple[subprocess.Popen, str]:
+    from django.db import connection
+
+    from governance.celery import app
+
+    hostname = f"fg-fault-{uuid.uuid4().hex[:8]}@localhost"
+    env = {
+        **os.environ,
+        "FG_DATABASE_NAME": connection.settings_dict["NAME"],
+        "FG_CELERY_QUEUE": queue,
+        "FG_QUIET_EMBEDDED": "1",
+        "FG_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+        "PYTHONUNBUFFERED": "1",
+    }
+    command = [
+        sys.executable, "-m", "celery", "-A", "governance", "worker", "--concurrency=1", "--pool=solo",
+        "-Q", queue, f"--hostname={hostname}", "--loglevel=WARNING", "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+    with open(log_path, "ab") as out:
+        worker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + WORKER_START_TIMEOUT
+    while not _answers(app, hostname):
+        if worker.poll() is not None:
+            pytest.fail(f"worker exited with {worker.returncode}: {open(log_path).read()[-3000:]}")
+        if time.monotonic() > deadline:
+            worker.kill()
+            pytest.fail("worker did not answer a ping")
+        time.sleep(0.5)
+    return worker, hostname
+
+
+def stop(worker: subprocess.Popen) -> None:
+    if worker.poll() is None:
+        worker.terminate()
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(timeout=10)
+
+
+def test_a_worker_killed_mid_backtest_loses_nothing(sift, tmp_path):
+    from governance.celery import app
+
+    queue = f"fg-fault-{uuid.uuid4().hex[:8]}"
+    default_queue = app.conf.task_default_queue
+    app.conf.task_default_queue = queue  # this test's workers only: no other worker steals a replay
+    log = tmp_path / "workers.log"
+    first, _ = start_worker(queue, log)
+    second = None
+    try:
+        backtest = services.backtest_enqueue(proposal=proposal("all-three"), requested_by=None)
+        total = 2 * len(backtest.task_ids)
+        deadline = time.monotonic() + 120
+        while TaskReplay.objects.filter(backtest=backtest).count() < 3:
+            assert time.monotonic() < deadline, "the first worker made no progress"
+            time.sleep(0.05)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+        at_kill = TaskReplay.objects.filter(backtest=backtest).count()
+        assert at_kill < total, "the backtest finished before the worker could be killed"
+
+        second, _ = start_worker(queue, log)
+        backtest = wait_finished(backtest.pk, timeout=240)
+        assert backtest.status == BacktestStatus.FINISHED, backtest.error
+        pairs = list(TaskReplay.objects.filter(backtest=backtest).values_list("task_id", "side"))
+        assert len(pairs) == total == len(set(pairs))
+        assert {task for task, _side in pairs} == set(backtest.task_ids)
+        print(f"\nSIGKILL after {at_kill} of {total} replays; finished with {len(pairs)} replays, none twice")
+    finally:
+        app.conf.task_default_queue = default_queue
+        stop(first)
+        if second is not None:
+            stop(second)
