@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('selection', '0002_hnsw_and_immutable_traces'),
+        ('selection', '0003_trace_hash_chain'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
