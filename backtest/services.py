@@ -217,6 +217,7 @@ def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple
         budget_tokens=task.budget_tokens,
         condition=condition,
         standpoint=task.standpoint,
+        routing=store.routing_inputs_for_task(task),
     )
     return selection_run(inputs, index), index
 

@@ -163,6 +163,7 @@ def _task_specs(corpus: Corpus, slugs: dict[int, str]) -> list[TaskSpec]:
                 signals=signals,
                 frame=_task_frame_spec(row.frame),
                 misassigned_work_type=row.misassigned_work_type or None,
+                routing=row.routing,
                 ledger=ledgers.get(row.pk, {}),
                 extras=extras,
             )

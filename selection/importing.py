@@ -368,6 +368,7 @@ def _write_task(
         budget_tokens=spec.budget_tokens,
         frame=_task_frame_json(spec.frame),
         misassigned_work_type=spec.misassigned_work_type or "",
+        routing=spec.routing,
         extras=extras,
     )
     TaskSignal.objects.bulk_create(

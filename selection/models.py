@@ -126,6 +126,8 @@ class Task(models.Model):
     # the declared WorkFrame: objective, work_type, constraints, cites
     frame = models.JSONField(default=dict)
     misassigned_work_type = models.CharField(max_length=100, blank=True)
+    # the tasks.yaml `routing:` block as written (corpus format 1.1); null when the task has none
+    routing = models.JSONField(null=True, blank=True)
     extras = models.JSONField(default=dict, blank=True)
 
     class Meta:
@@ -328,3 +330,33 @@ class TraceOutcome(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+class LocalUnit(models.Model):
+    """A private memory unit of one user in one project (a local overlay: tone, local tools).
+
+    Stored apart from the shared corpus and never exported with it. It may add context; it never
+    overrides or suppresses shared memory (selection.engine.routing.route.judge_local).
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="local_units"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="local_units")
+    uid = models.CharField("id", max_length=200, help_text=IDENTIFIER_HELP)
+    evidence_class = models.CharField(max_length=100, default="preference")
+    title = models.CharField(max_length=300, blank=True)
+    text = models.TextField()
+    subject = models.CharField(max_length=200, blank=True)
+    facet = models.CharField(max_length=200, blank=True)
+    supersedes = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "user", "uid"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "project", "uid"], name="local_unit_uid_unique_per_user_project"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user}:{self.project.slug}:{self.uid}"

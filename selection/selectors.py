@@ -31,6 +31,9 @@ from selection.engine.explain import (
 )
 from selection.engine.index import CorpusIndex
 from selection.engine.reason_codes import Disposition, ReasonCode
+from selection.engine.routing.codes import LOAD_ORDER, LocalCode, RouteCode
+from selection.engine.routing.route import structural_conflicts
+from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SelectionRequest, SelectionResult
 
 from . import scoring, store
@@ -111,7 +114,10 @@ def trace_search_choices(*, user) -> dict[str, list]:
     readable = access.readable_projects(user, Project.objects.all())
     return {
         "projects": list(readable.order_by("slug").values_list("slug", flat=True)),
-        "reasons": [r.value for r in ReasonCode],
+        # routed units carry their route code as their candidate reason (or OMIT_BUDGET)
+        "reasons": [r.value for r in ReasonCode]
+        + [c.value for c in LOAD_ORDER]
+        + [RouteCode.OMIT_BUDGET.value, LocalCode.LOCAL_ADDED.value],
         "dispositions": [d.value for d in Disposition],
     }
 
@@ -197,6 +203,8 @@ def stored_inputs(trace: Trace, result: SelectionResult) -> SelectionInputs:
         # the oracle reads the ledger; no other condition is handed it
         ledger=_task_ledger(trace) if engine_trace.condition == "CO" else None,
         use_dense=engine_trace.retriever.dense != "none",
+        # local overlay units are private and not in the trace: a re-run is a shared run
+        routing=engine_trace.routing.inputs if engine_trace.routing else RoutingInputs(),
     )
 
 
@@ -307,6 +315,8 @@ def unit_dispositions(*, trace_ids, unit_uid: str) -> dict[int, tuple[str, str]]
             trace_id__in=list(trace_ids), unit_uid=unit_uid
         ).values_list("trace_id", "disposition", "reason_code")
     }
+
+
 # --------------------------------------------------------------------------------------------
 # Corpora (the API's corpus list)
 # --------------------------------------------------------------------------------------------
@@ -324,3 +334,10 @@ def readable_corpora(*, user):
 
 def readable_corpus(*, user, corpus) -> access.CorpusCapabilities:
     return access.access_corpus_read(user, corpus)
+
+
+def corpus_conflicts(*, corpus_id: int):
+    """Structural conflicts of a corpus: active units of one project sharing subject and facet
+    with no supersession between them (reported on import; every selection that would load both
+    reports them again)."""
+    return structural_conflicts(store.corpus_index(corpus_id).units)

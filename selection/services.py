@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -23,12 +23,14 @@ from authority.selectors import current_frame_version
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.policy import UnknownWorkType as EngineUnknownWorkType
+from selection.engine.routing.types import RoutingInputs
 from selection.engine.timings import StageTimings, TimedStage, timed
 from selection.engine.types import (
     EngineConfig,
     ProjectFrame,
     SelectionRequest,
     SelectionResult,
+    Unit,
     WorkFrame,
 )
 
@@ -95,6 +97,9 @@ class SelectionInputs:
     standpoint: datetime | None = None
     ledger: dict[str, str] | None = None  # only the oracle (CO) reads it
     use_dense: bool = True
+    # declared routing inputs (task category, path scope, overlays, strict, no_local)
+    routing: RoutingInputs = field(default_factory=RoutingInputs)
+    local_units: tuple[Unit, ...] = ()  # the requesting user's local overlay; empty under no_local
 
 
 def selection_request(
@@ -118,6 +123,8 @@ def selection_request(
         query_vector=query_vector,
         objective_vector=objective_vector,
         ledger=inputs.ledger,
+        routing=inputs.routing,
+        local_units=inputs.local_units,
     )
 
 
@@ -175,6 +182,8 @@ def run_selection(
     builder: str | None = None,
     abstention: bool = True,
     timings: StageTimings | None = None,
+    routing: RoutingInputs | None = None,
+    user=None,
 ) -> Selection:
     """Select context for one request through the engine and (by default) write its trace.
 
@@ -182,10 +191,16 @@ def run_selection(
     type is given, else the frame's configured builder); None runs `work_frame` as given (replays
     of a stored frame). `abstention=False` runs every frame at full strength, whatever its
     establishment (the evaluation's "no abstention" column). `timings` records what selection_run
-    records, and the trace write.
+    records, and the trace write. `routing` carries the declared routing inputs (task category,
+    path scope, overlays, strict, no_local) as one frozen RoutingInputs; every interface (command,
+    API, evaluation, replay) passes the same type. Under `routing.strict` an incomplete or
+    conflicted request gives an empty bundle whose trace says why
+    (`result.trace.routing.refused`). `user`: whose local overlay units join the request, unless
+    `routing.no_local`.
     """
     from .framing import FramingError, builder_for, work_frame_establish
 
+    routing = routing or RoutingInputs()
     number, project_frame = frame_for(project, frame_version)
     try:
         if builder is not None:
@@ -216,6 +231,8 @@ def run_selection(
         standpoint=standpoint,
         ledger=ledger,
         use_dense=use_dense,
+        routing=routing,
+        local_units=store.local_units_for(user=user, project=project) if not routing.no_local else (),
     )
     result = selection_run(inputs, index, config=EngineConfig(abstention=abstention), timings=timings)
     trace = None
@@ -355,6 +372,7 @@ def replay_task(
         source=source,
         persist=persist,
         abstention=abstention,
+        routing=store.routing_inputs_for_task(task),
     )
 
 
@@ -380,6 +398,8 @@ def trace_replay(*, trace: Trace, actor, source: str = "replay") -> Trace:
             source=source,
             use_dense=engine_trace.retriever.dense != "none",
             abstention=engine_trace.config.abstention,
+            # the routing inputs as declared; a replay passes no user, so no local overlay units
+            routing=engine_trace.routing.inputs if engine_trace.routing else None,
         )
         audit_record(
             actor=actor,

@@ -12,7 +12,10 @@ from authority.selectors import frame_version_by_id
 from selection.corpus.frames import check_frame
 from selection.corpus.issues import CorpusError
 from selection.corpus.places import Place, Report
+from selection.corpus.routing import routing_inputs_of
 from selection.engine.index import CorpusIndex
+from selection.engine.routing.route import routing_corpus
+from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import (
     ContextBundle,
     ContextTrace,
@@ -24,7 +27,7 @@ from selection.engine.types import (
     WorkSignal,
 )
 
-from .models import Corpus, MemoryUnit, Project, Task, Trace, UnitLink
+from .models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink
 
 _INDEX_CACHE: OrderedDict[int, CorpusIndex] = OrderedDict()
 _INDEX_CACHE_SIZE = 4
@@ -159,6 +162,7 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
             return index
     units, vectors = load_units(corpus_id)
     index = CorpusIndex.build(units, vectors)
+    routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:
         _INDEX_CACHE[corpus_id] = index
         while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
@@ -169,6 +173,31 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
 def forget_index(corpus_id: int) -> None:
     with _index_lock:
         _INDEX_CACHE.pop(corpus_id, None)
+
+
+def local_units_for(*, user, project: Project) -> tuple[Unit, ...]:
+    """The user's local overlay units in the project, as engine units (empty without a user)."""
+    if user is None or not getattr(user, "pk", None):
+        return ()
+    rows = LocalUnit.objects.filter(user=user, project=project).order_by("uid")
+    return tuple(
+        Unit(
+            id=row.uid,
+            project=project.slug,
+            evidence_class=row.evidence_class,
+            text=row.text,
+            title=row.title,
+            supersedes=tuple(row.supersedes or ()),
+            subject=row.subject or None,
+            facet=row.facet or None,
+        )
+        for row in rows
+    )
+
+
+def routing_inputs_for_task(task: Task) -> RoutingInputs:
+    """The task's declared routing inputs (its tasks.yaml `routing:` block), replayed as written."""
+    return routing_inputs_of(task.routing)
 
 
 def work_frame_for_task(task: Task, *, work_type: str | None = None) -> WorkFrame:

@@ -297,7 +297,7 @@ def _chart_data(rows) -> dict:
     }
 
 
-STAGE_ORDER = tuple(Stage)  # pipeline order; the charts show the stages a trace used
+STAGE_ORDER = tuple(Stage)  # pipeline order (routing first); the charts show the stages a trace used
 
 
 def _stage_counts(engine_trace) -> dict:

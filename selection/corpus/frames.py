@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
+from selection.corpus.routing import ROUTING_FRAME_KEYS, check_routing_policy
 from selection.engine.builders import BUILDERS
 from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
@@ -33,6 +34,7 @@ FRAME_KEYS = (
     "gates",
     "establishment",  # project addition (docs/corpus-format.md): frame builder and abstention
     "approval",  # project extension (trust): see docs/corpus-format.md
+    *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
 WORK_TYPE_KEYS = ("classes", "description", "cues")  # the 1.1 long form of a work type
 ESTABLISHMENT_KEYS = ("builder", "ambiguous", "unknown", "thresholds")
@@ -115,6 +117,13 @@ def check_frame(
     if "approval" in known:
         # governance reads it (approval_policy); the engine's frame does not carry it
         _approval(known["approval"], place.at("approval"), report)
+    if any(key in known for key in ROUTING_FRAME_KEYS):
+        declared_work_types = (
+            {name for name, _ in fields["work_types"]} if fields.get("work_types") else set()
+        )
+        fields["routing"] = check_routing_policy(
+            known, place, report, work_types=declared_work_types
+        )
     if len(report) > before:
         return None
     return ProjectFrame(project=project, version=1, **fields)

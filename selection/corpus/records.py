@@ -82,6 +82,8 @@ class TaskSpec:
     signals: tuple[SignalSpec, ...] = ()
     frame: TaskFrameSpec | None = None
     misassigned_work_type: str | None = None
+    # the `routing:` block as written (corpus format 1.1): task_category, paths, overlays
+    routing: dict[str, Any] | None = None
     # hidden labels (unit id -> MUST/SHOULD/OPTIONAL/DISTRACTOR/HARMFUL); read only to score
     ledger: dict[str, str] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)

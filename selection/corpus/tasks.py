@@ -8,6 +8,7 @@ from typing import Any
 from selection.corpus.frames import FRAME_KEYS, check_frame, merge_patch
 from selection.corpus.places import Place, Report, describe
 from selection.corpus.records import ProjectSpec, ProposalSpec, SignalSpec, TaskFrameSpec, TaskSpec
+from selection.corpus.routing import check_task_routing
 from selection.corpus.sources import YamlDocument
 from selection.engine.types import LEDGER_LABELS, SIGNAL_KINDS, Unit, estimate_tokens
 
@@ -19,6 +20,7 @@ TASK_OPTIONAL = (
     "signals",
     "frame",
     "misassigned_work_type",
+    "routing",
     "ledger",
 )
 WORK_FRAME_KEYS = ("objective", "work_type", "constraints", "cites")
@@ -93,6 +95,9 @@ def _task(
         fields["misassigned_work_type"] = report.identifier(
             known["misassigned_work_type"], place.at("misassigned_work_type"), "work type"
         )
+    if "routing" in known:
+        if check_task_routing(known["routing"], place.at("routing"), report) is not None:
+            fields["routing"] = dict(known["routing"])
     signals, signal_ids = _signals(known.get("signals", []), place.at("signals"), report)
     fields["signals"] = signals
     if "frame" in known:

@@ -140,6 +140,8 @@ def task_object(task: TaskSpec) -> dict[str, Any]:
         obj["frame"] = task.frame.document()
     if task.misassigned_work_type is not None:
         obj["misassigned_work_type"] = task.misassigned_work_type
+    if task.routing is not None:
+        obj["routing"] = dict(task.routing)
     if task.ledger:
         obj["ledger"] = dict(task.ledger)
     obj.update(task.extras)

@@ -42,15 +42,16 @@ def admit_within_budget(
     redundancy_threshold: float | None = None,
     jaccard: np.ndarray | None = None,
     row_of: dict[int, int] | None = None,
+    spent: int = 0,
 ) -> list[Decided]:
     """Greedy fill in rank order: an item that does not fit is omitted and later, smaller items may
     still fit.
 
     With `redundancy_threshold` (C6), an item whose carried unit has Jaccard above the threshold
     with a unit already admitted is rejected as a policy decision; refutations are exempt,
-    since dissent is never removed as repetition.
+    since dissent is never removed as repetition. `spent` is what earlier admissions (the routed
+    envelope) already took from the budget.
     """
-    spent = 0
     decided: list[Decided] = []
     admitted_rows: list[int] = []
     for draft in drafts:

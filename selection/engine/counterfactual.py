@@ -13,6 +13,7 @@ from .conditions import effective_condition, get_condition
 from .index import CorpusIndex
 from .pipeline import select
 from .reason_codes import REACHES_MODEL, Disposition
+from .routing.types import RoutingInputs
 from .types import ContextTrace, ProjectFrame, SelectionRequest, SelectionResult
 
 MAX_PULL = 10  # the largest class pull tried
@@ -37,6 +38,8 @@ def request_from_trace(
         query_vector=query_vector,
         objective_vector=objective_vector,
         ledger=ledger,
+        # local overlay units are private and not in the trace: a re-run uses the shared corpus
+        routing=trace.routing.inputs if trace.routing else RoutingInputs(),
     )
 
 

@@ -22,9 +22,13 @@ from .policy import (
     rank,
     work_type_preferences,
 )
-from .reason_codes import REASON_DISPOSITION, ReasonCode, Stage
+from .reason_codes import REASON_DISPOSITION, Disposition, ReasonCode, Stage
 from .render import render_bundle
 from .retrieval import Pool, QueryHits, build_pool, search
+from .routing.codes import LocalCode, RouteCode
+from .routing.report import strict_refusal
+from .routing.route import route, structural_conflicts
+from .routing.types import RoutingReport
 from .timings import StageTimings, TimedStage, timed
 from .types import (
     SIGNAL_NAMES,
@@ -41,6 +45,7 @@ from .types import (
     SelectionResult,
     Signals,
     StageSummary,
+    Unit,
 )
 
 ENGINE_VERSION = "frame-governance-engine/0.1.0"
@@ -66,6 +71,27 @@ def select(
         raise ValueError("budget_tokens must be >= 0")
     named = get_condition(request.condition)
     work = _canonical_work_frame(request.work_frame)
+    standpoint = request.standpoint or work.standpoint
+    frame = request.project_frame
+    scope = frame.scope_set
+    budget = request.budget_tokens
+
+    routing: RoutingReport | None = None
+    envelope: list[Unit] = []
+    if not named.oracle:
+        routing = route(
+            index.units,
+            project=frame.project,
+            policy=frame.routing,
+            inputs=request.routing,
+            standpoint=standpoint,
+            local_units=request.local_units,
+        )
+        if routing.work_type and (not work.work_type or work.establishment != "declared"):
+            # the frame maps the declared task category to exactly one work type: a declared
+            # input, which an inferred (or absent) work type never outranks
+            work = replace(work, work_type=routing.work_type, establishment="declared")
+            request = replace(request, work_frame=work)
     condition, note = effective_condition(
         named,
         work.establishment,
@@ -73,18 +99,20 @@ def select(
         policy=request.project_frame.establishment,
     )
     class_list, class_reason = class_order(condition, request.project_frame, work)
-    standpoint = request.standpoint or work.standpoint
-    frame = request.project_frame
-    scope = frame.scope_set
-    budget = request.budget_tokens
-
     if condition.oracle:
+        # the oracle is a ceiling read off the ledger, not a system: routing does not apply
         candidates, pool, drafts_decided, ops, stages = _oracle(
             request, index, config, standpoint, timings
         )
     else:
+        if request.routing.strict:
+            status, why = strict_refusal(routing)
+            if status:
+                return _refused(request, index, config, named, condition, note, work, standpoint, routing, why)
+        local = {u.id: u for u in request.local_units}
+        envelope = [index.unit(uid) or local[uid] for uid in routing.envelope]
         candidates, pool, drafts_decided, ops, stages = _ladder(
-            request, index, config, condition, standpoint, scope, budget, timings
+            request, index, config, condition, standpoint, scope, budget, timings, envelope
         )
 
     items = tuple(
@@ -116,8 +144,24 @@ def select(
         )
     )
 
+    if routing is not None:
+        admitted = bundle.unit_ids()
+        routing = replace(
+            routing,
+            conflicts=structural_conflicts(
+                index.units, among=admitted, standpoint=standpoint, extra=request.local_units
+            ),
+            budget_omissions=tuple(
+                u.id for u in envelope if u.id not in frozenset(admitted)
+            ),
+        )
+        if request.routing.strict:
+            status, why = strict_refusal(routing)
+            if status:
+                return _refused(request, index, config, named, condition, note, work, standpoint, routing, why)
+
     with timed(timings, TimedStage.TRACE_RECORDS):
-        records = _records(candidates, pool)
+        records = _records(candidates, pool, routing)
     trace = ContextTrace(
         schema=TRACE_SCHEMA,
         engine_version=ENGINE_VERSION,
@@ -139,6 +183,46 @@ def select(
         bundle_tokens=tokens,
         class_order=class_list,
         class_order_reason=class_reason,
+        routing=routing,
+    )
+    return SelectionResult(bundle=bundle, trace=trace)
+
+
+def _refused(request, index, config, named, condition, note, work, standpoint, routing, why):
+    """Strict routing: no bundle at all, and a trace that says why (and when a person must decide)."""
+    frame = request.project_frame
+    rendered, tokens, digest = render_bundle([])
+    bundle = ContextBundle(
+        items=(), rendered=rendered, tokens=tokens, digest=digest, budget_tokens=request.budget_tokens
+    )
+    routing = replace(routing, refused=True, refusal=why, budget_omissions=())
+    trace = ContextTrace(
+        schema=TRACE_SCHEMA,
+        engine_version=ENGINE_VERSION,
+        policy_version=POLICY_VERSION,
+        condition=named.name,
+        effective_condition=condition.name,
+        condition_note=note,
+        project_frame=replace(frame, work_types=tuple(sorted(frame.work_types))),
+        work_frame=work,
+        query=request.query,
+        standpoint=standpoint,
+        budget_tokens=request.budget_tokens,
+        config=config,
+        retriever=_retriever_config(index, request, Pool(), config),
+        candidates=(),
+        coalescing=(),
+        stages=(
+            StageSummary(
+                Stage.ROUTING.value,
+                len(routing.dispositions),
+                0,
+                (("completeness", routing.completeness), ("refused", why)),
+            ),
+        ),
+        bundle_digest=digest,
+        bundle_tokens=tokens,
+        routing=routing,
     )
     return SelectionResult(bundle=bundle, trace=trace)
 
@@ -154,8 +238,12 @@ def _canonical_work_frame(work):
     )
 
 
-def _ladder(request, index, config, condition: Condition, standpoint, scope, budget, timings):
+def _ladder(
+    request, index, config, condition: Condition, standpoint, scope, budget, timings, envelope=()
+):
     frame, work = request.project_frame, request.work_frame
+    routed = _admit_envelope(envelope, index, request, standpoint, scope, budget)
+    spent = sum(d.tokens for d in routed if d.admitted)
     prefs = preferences(condition, frame, work)
     with timed(timings, TimedStage.RETRIEVAL):
         pool = build_pool(
@@ -171,12 +259,15 @@ def _ladder(request, index, config, condition: Condition, standpoint, scope, bud
             standpoint=standpoint,
             config=config,
         )
+    # routed units are already in the bundle (or omitted by the budget): they do not compete again
+    in_envelope = frozenset(u.id for u in envelope)
+    order = [pos for pos in pool.order if index.units[pos].id not in in_envelope]
     candidates = [
-        Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(pool.order)
+        Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(order)
     ]
     for r, c in enumerate(sorted(candidates, key=lambda c: (-c.query_score, c.uid)), start=1):
         c.retrieval_rank = r
-    positions = np.asarray(pool.order, dtype=np.int64)
+    positions = np.asarray(order, dtype=np.int64)
     jaccard = _compute_signals(candidates, positions, index, request, standpoint, scope)
     stages = [
         StageSummary(
@@ -215,15 +306,48 @@ def _ladder(request, index, config, condition: Condition, standpoint, scope, bud
         stages.append(StageSummary(Stage.COALESCING.value, len(ranked), len(drafts)))
     else:
         drafts = one_item_each(ranked)
-    row_of = {pos: i for i, pos in enumerate(pool.order)}
+    row_of = {pos: i for i, pos in enumerate(order)}
     decided = admit_within_budget(
         drafts,
         budget_tokens=budget,
         redundancy_threshold=config.redundancy_threshold if condition.redundancy_rule else None,
         jaccard=jaccard,
         row_of=row_of,
+        spent=spent,
     )
-    return candidates, pool, decided, ops, stages
+    envelope_working = [m for d in routed for m in d.draft.members]
+    if envelope:
+        stages.insert(
+            0,
+            StageSummary(
+                Stage.ROUTING.value,
+                len(envelope),
+                sum(1 for d in routed if d.admitted),
+                (("envelope_tokens", str(spent)),),
+            ),
+        )
+    return envelope_working + candidates, pool, routed + decided, ops, stages
+
+
+def _admit_envelope(envelope, index, request, standpoint, scope, budget):
+    """Routed units first, in routing order (root constraints first), each an atomic item."""
+    if not envelope:
+        return []
+    working = [Working(index.position.get(u.id, -1), u, 0, 0.0) for u in envelope]
+    shared = [c for c in working if c.pos >= 0]
+    _compute_signals(
+        shared, np.asarray([c.pos for c in shared], dtype=np.int64), index, request, standpoint, scope
+    )
+    for c in working:
+        if c.pos < 0:
+            # a local overlay unit is not in the shared index: no retrieval signal describes it
+            c.signals = dict.fromkeys(SIGNAL_NAMES, 0.0)
+        c.eligible = True
+        c.bucket = 0
+    for position, c in enumerate(working, start=1):
+        c.rank = position
+        c.retrieval_rank = 0
+    return admit_within_budget(one_item_each(working), budget_tokens=budget)
 
 
 def _oracle(request, index, config, standpoint, timings):
@@ -321,8 +445,13 @@ def _hit(hits: QueryHits | None, ranks: dict[int, int] | None, pos: int, dense: 
     return float(hits.bm25[pos]), ranks.get(pos)
 
 
-def _records(candidates: Sequence[Working], pool: Pool) -> tuple[CandidateRecord, ...]:
-    positions = [c.pos for c in candidates]
+def _records(
+    candidates: Sequence[Working], pool: Pool, routing: RoutingReport | None = None
+) -> tuple[CandidateRecord, ...]:
+    routed = {d.unit: d.reason for d in routing.dispositions} if routing else {}
+    local = {d.unit for d in routing.local} if routing else set()
+    envelope = frozenset(routing.envelope) if routing else frozenset()
+    positions = [c.pos for c in candidates if c.pos >= 0]
     for hits in (pool.query, pool.objective):
         if hits is not None and hits.dense is not None:
             hits.dense.prefetch(positions)
@@ -330,7 +459,52 @@ def _records(candidates: Sequence[Working], pool: Pool) -> tuple[CandidateRecord
         pool.query.rank_maps() if pool.query else ({}, {}, {}),
         pool.objective.rank_maps() if pool.objective else ({}, {}, {}),
     )
-    return tuple(_record(c, pool, maps) for c in candidates)
+    return tuple(
+        _envelope_record(c, pool, routed.get(c.uid), c.uid in local)
+        if c.uid in envelope and c.pool_rank == 0
+        else _record(c, pool, maps)
+        for c in candidates
+    )
+
+
+def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool) -> CandidateRecord:
+    """A routed unit's record: its route code when admitted, OMIT_BUDGET when it did not fit."""
+    admitted = c.reason is not ReasonCode.BUDGET_EXHAUSTED
+    if admitted:
+        reason = LocalCode.LOCAL_ADDED.value if local else (route_code or RouteCode.ROUTE_EXPLICIT.value)
+    else:
+        reason = RouteCode.OMIT_BUDGET.value
+    bm25 = float(pool.query.bm25[c.pos]) if pool.query is not None and c.pos >= 0 else 0.0
+    return CandidateRecord(
+        unit_id=c.uid,
+        project=c.unit.project,
+        evidence_class=c.unit.evidence_class,
+        unit_tokens=c.unit.tokens,
+        retrieval=RetrievalRecord(
+            sources=("local" if local else "routing",),
+            pool_rank=0,
+            retrieval_rank=0,
+            query_score=0.0,
+            fused_score=None,
+            fused_rank=None,
+            bm25_score=bm25,
+            bm25_rank=None,
+            dense_score=None,
+            dense_rank=None,
+            pulled_by="routing",
+        ),
+        signals=Signals(**{name: float(c.signals[name]) for name in SIGNAL_NAMES}),
+        eligibility=(),
+        eligible=True,
+        bucket=0,
+        rank_score=0.0,
+        rank=c.rank,
+        stage=Stage.ROUTING.value if admitted else Stage.BUDGET.value,
+        reason_code=reason,
+        disposition=(Disposition.ADMITTED if admitted else Disposition.BUDGET_OMITTED).value,
+        budget=BudgetState(spent=c.budget[0], remaining=c.budget[1]),
+        item_id=c.item_id,
+    )
 
 
 def _record(c: Working, pool: Pool, maps) -> CandidateRecord:

@@ -23,6 +23,7 @@ class ReasonCode(StrEnum):
 
 
 class Stage(StrEnum):
+    ROUTING = "routing"  # the baseline envelope: root, task, path and explicit routes
     RETRIEVAL = "retrieval"
     SIGNALS = "signals"
     ELIGIBILITY = "eligibility"

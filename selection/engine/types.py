@@ -11,6 +11,7 @@ from datetime import datetime
 
 from .gates import Gates
 from .reason_codes import REACHES_MODEL, Disposition
+from .routing.types import RoutingInputs, RoutingPolicy, RoutingReport
 from .serialisation import Serialisable
 
 ESTABLISHMENTS = ("declared", "inferred-confident", "inferred-ambiguous", "unknown")
@@ -137,6 +138,8 @@ class ProjectFrame(Serialisable):
     # descriptions and cues of the work types written in the long form, sorted by name
     work_type_profiles: tuple[WorkTypeProfile, ...] = ()
     establishment: EstablishmentPolicy = field(default_factory=EstablishmentPolicy)
+    # task categories -> work types, and which modules each loads (docs/corpus-format.md)
+    routing: RoutingPolicy = field(default_factory=RoutingPolicy)
 
     def classes_for(self, work_type: str | None) -> tuple[str, ...]:
         for name, classes in self.work_types:
@@ -209,6 +212,10 @@ class SelectionRequest(Serialisable):
     objective_vector: tuple[float, ...] | None = None
     # the hidden ledger: read only by the oracle (CO) and by attribution, never by C0..C6
     ledger: Mapping[str, str] | None = None
+    # declared routing inputs (task category, path scope, overlays, strict, no_local)
+    routing: RoutingInputs = field(default_factory=RoutingInputs)
+    # the requesting user's private units (local overlay); empty under no_local
+    local_units: tuple[Unit, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,6 +420,8 @@ class ContextTrace(Serialisable):
     # the class preference the run ranked by, and why that list (never a silent fallback)
     class_order: tuple[str, ...] = ()
     class_order_reason: str = ""
+    # routing: completeness, dispositions, conflicts; None in traces written before routing
+    routing: RoutingReport | None = None
 
     def candidate(self, unit_id: str) -> CandidateRecord | None:
         for record in self.candidates:

@@ -27,7 +27,9 @@ JOURNEY_ACTIONS = (
 def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_users, browser, browser_login, live_server):
     url = live_server.url
 
-    # a lead proposes a wider class pull through the structured editor
+    # a lead proposes a wider class pull through the structured editor; design review drops design
+    # notes so that the wider pool still fits the budget the root constraint leaves (it is admitted
+    # first, docs/routing.md)
     browser_login("lead", "pw-lead")
     browser.get(url + reverse("project-detail", args=["sift"]))
     css(browser, f'a[href="{reverse("proposal-create", args=["sift"])}"]').click()
@@ -36,6 +38,9 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
     class_pull = css(browser, "#id_class_pull")
     class_pull.clear()
     class_pull.send_keys("5")
+    design_review = css(browser, "#id_wt__design-review")
+    design_review.clear()
+    design_review.send_keys("design_principle\nbaseline_measurement\nexperiment_result\neval_protocol")
     css(browser, "form.editor button[type=submit]").click()
     css(browser, "#backtests a[href*='/backtests/']").click()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ..routing.report import routing_header
 from ..types import ContextBundle, ContextTrace
 
 
@@ -48,8 +49,22 @@ def check_rerun(stored: ContextTrace, recorded: str, rerun: ContextTrace) -> lis
         for a, b in zip(stored.candidates, rerun.candidates, strict=False)
         if (a.unit_id, a.reason_code) != (b.unit_id, b.reason_code)
     ) + abs(len(stored.candidates) - len(rerun.candidates))
+    routing = []
+    if stored.routing is not None:
+        # a trace made with local overlay units cannot be re-run without them: it says so here
+        before, after = routing_header(stored.routing), routing_header(rerun.routing)
+        moved = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        routing.append(
+            Check(
+                "re-run routing",
+                not moved,
+                f"{stored.routing.completeness}, {len(stored.routing.dispositions)} dispositions",
+                f"differs: {', '.join(moved)}" if moved else "identical",
+            )
+        )
     return [
         Check("re-run bundle digest", rerun.bundle_digest == recorded, recorded, rerun.bundle_digest),
+        *routing,
         Check(
             "re-run candidate decisions",
             differing == 0,

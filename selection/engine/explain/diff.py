@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..routing.report import routing_header
 from ..types import SIGNAL_NAMES, ContextTrace
 
 
@@ -73,8 +74,12 @@ def _header(trace: ContextTrace) -> dict[str, str]:
 
 
 def trace_diff(a: ContextTrace, b: ContextTrace) -> TraceDiff:
-    ha, hb = _header(a), _header(b)
-    header = tuple((k, ha[k], hb[k]) for k in ha if ha[k] != hb[k])
+    ha = _header(a) | routing_header(a.routing)
+    hb = _header(b) | routing_header(b.routing)
+    keys = list(ha) + [k for k in hb if k not in ha]
+    header = tuple(
+        (k, ha.get(k, ""), hb.get(k, "")) for k in keys if ha.get(k, "") != hb.get(k, "")
+    )
     in_a, in_b = set(a.admitted_unit_ids()), set(b.admitted_unit_ids())
     ca = {c.unit_id: c for c in a.candidates}
     cb = {c.unit_id: c for c in b.candidates}

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from selection.corpus import CorpusError
 from selection.importing import corpus_import
+from selection.selectors import corpus_conflicts
 
 
 class _Bars:
@@ -59,3 +60,16 @@ class Command(BaseCommand):
             f"{corpus.tasks.count()} tasks"
         )
         self.stdout.write(self.style.SUCCESS(f"imported {corpus.name}: {counts}"))
+        write_conflict_warnings(self.stderr, corpus_conflicts(corpus_id=corpus.pk))
+
+
+def write_conflict_warnings(stream, conflicts) -> None:
+    """A warning listing each structural conflict; nothing is tie-broken, a person decides."""
+    if not conflicts:
+        return
+    stream.write(
+        f"warning: {len(conflicts)} structural conflict(s): active units share project, subject "
+        "and facet with no supersession between them (a person must decide which governs)"
+    )
+    for c in conflicts:
+        stream.write(f"  {c.code} {c.project} {c.subject} / {c.facet}: {', '.join(c.units)}")

@@ -7,10 +7,13 @@ from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from selection.engine.conditions import UnknownCondition, get_condition
 from selection.engine.reason_codes import Disposition
+from selection.engine.routing.report import routing_summary, strict_refusal
+from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
 from selection.models import Project
 from selection.services import SelectionError, UnknownWorkType, run_selection
@@ -85,6 +88,24 @@ class Command(BaseCommand):
         parser.add_argument(
             "--json", action="store_true", help="print the bundle and the trace as JSON"
         )
+        parser.add_argument("--task-category", dest="task_category", help="canonical task category")
+        parser.add_argument(
+            "--path", dest="paths", action="append", default=[],
+            help="path scope: a file planned, touched or inspected (repeatable; need not exist)",
+        )
+        parser.add_argument(
+            "--overlay", dest="overlays", action="append", default=[],
+            help="an area, profile or rule asked for by name (repeatable)",
+        )
+        parser.add_argument(
+            "--strict-routing", dest="strict", action="store_true",
+            help="no bundle unless routing is COMPLETE with no conflict (exit 1 or 2)",
+        )
+        parser.add_argument(
+            "--no-local", dest="no_local", action="store_true",
+            help="leave out the user's local overlay units (the shared bundle, on any machine)",
+        )
+        parser.add_argument("--user", help="whose local overlay units join the request")
 
     def handle(self, *args, **o):
         try:
@@ -118,6 +139,14 @@ class Command(BaseCommand):
                 condition=o["condition"],
                 standpoint=standpoint,
                 source="select",
+                routing=RoutingInputs(
+                    task_category=o["task_category"],
+                    paths=tuple(o["paths"]),
+                    overlays=tuple(o["overlays"]),
+                    strict=o["strict"],
+                    no_local=o["no_local"],
+                ),
+                user=self._user(o["user"]),
                 builder=o["builder"],
             )
         except UnknownWorkType as error:
@@ -126,14 +155,31 @@ class Command(BaseCommand):
         except SelectionError as error:
             raise CommandError(str(error)) from error
         result = selection.result
+        report = result.trace.routing
         if o["json"]:
             doc = {
                 "trace_id": selection.trace.pk,
+                "routing": routing_summary(report) if report else None,
                 "bundle": result.bundle.as_dict(),
                 "trace": result.trace.as_dict(),
             }
             self.stdout.write(json.dumps(doc, indent=2, default=str))
-            return
+        else:
+            self._write_bundle(selection, o["explain"])
+        if report is not None and report.refused:
+            status, why = strict_refusal(report)
+            raise CommandError(f"strict routing refused (trace {selection.trace.pk}): {why}", returncode=status)
+
+    def _user(self, name):
+        if not name:
+            return None
+        user = get_user_model().objects.filter(username=name).first()
+        if user is None:
+            raise CommandError(f'no user "{name}"')
+        return user
+
+    def _write_bundle(self, selection, explain):
+        result = selection.result
         self.stdout.write(result.bundle.rendered)
         self.stdout.write(
             f"\n-- {len(result.bundle.items)} items, {result.bundle.tokens}/{result.bundle.budget_tokens} tokens, "
@@ -147,8 +193,25 @@ class Command(BaseCommand):
             f"-- work frame {work.establishment} by {work.builder}: work type "
             f"{work.work_type or 'none'}{margin}; classes: {result.trace.class_order_reason}"
         )
-        if o["explain"]:
+        if result.trace.routing is not None:
+            self._routing(result.trace.routing)
+        if explain:
             self._explain(result)
+
+    def _routing(self, report):
+        self.stdout.write(f"\nRouting: {report.completeness}")
+        for problem in report.problems:
+            self.stdout.write(f"  ! {problem}")
+        for d in report.dispositions:
+            self.stdout.write(f"  {d.unit:32} {d.disposition:17} {d.reason:20} {d.detail}")
+        for uid in report.budget_omissions:
+            self.stdout.write(f"  {uid:32} {'budget omission':17} OMIT_BUDGET")
+        for d in report.local:
+            self.stdout.write(f"  local {d.unit:26} {d.outcome:38} {d.detail}")
+        for c in report.conflicts:
+            self.stdout.write(f"  conflict {c.code}: {', '.join(c.units)} ({c.subject} / {c.facet})")
+        if report.refused:
+            self.stdout.write(f"  REFUSED: {report.refusal}")
 
     def _explain(self, result):
         self.stdout.write("\nCandidates:")

@@ -1,0 +1,77 @@
+"""Routing's stable strings: reason codes, dispositions and completeness (docs/reason-codes.md)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RouteCode(StrEnum):
+    # loaded: the routing policy put the unit in the baseline envelope
+    ROUTE_ALWAYS = "ROUTE_ALWAYS"
+    ROUTE_TASK = "ROUTE_TASK"
+    ROUTE_PATH = "ROUTE_PATH"
+    ROUTE_EXPLICIT = "ROUTE_EXPLICIT"
+    # skipped: evaluated and intentionally not loaded
+    SKIP_TASK_MISMATCH = "SKIP_TASK_MISMATCH"
+    SKIP_NO_PATH_MATCH = "SKIP_NO_PATH_MATCH"
+    SKIP_NOT_REQUESTED = "SKIP_NOT_REQUESTED"
+    SKIP_SCOPE_MISSING = "SKIP_SCOPE_MISSING"
+    # named by the policy but absent from the corpus
+    MISSING_REQUIRED = "MISSING_REQUIRED"
+    MISSING_OPTIONAL = "MISSING_OPTIONAL"
+    # the unit's routing metadata breaks the rules
+    ROUTE_INVALID = "ROUTE_INVALID"
+    # routed, but its item did not fit the budget: a budget omission, not a routing skip
+    OMIT_BUDGET = "OMIT_BUDGET"
+
+
+class RouteDisposition(StrEnum):
+    LOADED = "loaded"
+    SKIPPED = "skipped"
+    MISSING_REQUIRED = "missing-required"
+    MISSING_OPTIONAL = "missing-optional"
+    INVALID = "invalid"
+
+
+class Completeness(StrEnum):
+    COMPLETE = "COMPLETE"
+    INCOMPLETE = "INCOMPLETE"
+    INVALID = "INVALID"
+    AMBIGUOUS = "AMBIGUOUS"
+
+
+class ConflictCode(StrEnum):
+    # two active units of one project share subject and facet, and neither supersedes the other
+    SUBJECT_FACET_CONFLICT = "SUBJECT_FACET_CONFLICT"
+
+
+class LocalCode(StrEnum):
+    """What happened to a private (local overlay) unit."""
+
+    LOCAL_ADDED = "LOCAL_ADDED"
+    LOCAL_EXCLUDED = "LOCAL_EXCLUDED"  # --no-local
+    LOCAL_OVERRIDES_SHARED = "LOCAL_OVERRIDES_SHARED"  # claims a shared root/decision's subject+facet
+    LOCAL_SUPERSEDES_SHARED = "LOCAL_SUPERSEDES_SHARED"  # tries to supersede a shared unit
+
+
+ROUTE_DISPOSITION: dict[RouteCode, RouteDisposition] = {
+    RouteCode.ROUTE_ALWAYS: RouteDisposition.LOADED,
+    RouteCode.ROUTE_TASK: RouteDisposition.LOADED,
+    RouteCode.ROUTE_PATH: RouteDisposition.LOADED,
+    RouteCode.ROUTE_EXPLICIT: RouteDisposition.LOADED,
+    RouteCode.SKIP_TASK_MISMATCH: RouteDisposition.SKIPPED,
+    RouteCode.SKIP_NO_PATH_MATCH: RouteDisposition.SKIPPED,
+    RouteCode.SKIP_NOT_REQUESTED: RouteDisposition.SKIPPED,
+    RouteCode.SKIP_SCOPE_MISSING: RouteDisposition.SKIPPED,
+    RouteCode.MISSING_REQUIRED: RouteDisposition.MISSING_REQUIRED,
+    RouteCode.MISSING_OPTIONAL: RouteDisposition.MISSING_OPTIONAL,
+    RouteCode.ROUTE_INVALID: RouteDisposition.INVALID,
+}
+
+# envelope admission order: root constraints first, then task, path and explicit routes
+LOAD_ORDER: tuple[RouteCode, ...] = (
+    RouteCode.ROUTE_ALWAYS,
+    RouteCode.ROUTE_TASK,
+    RouteCode.ROUTE_PATH,
+    RouteCode.ROUTE_EXPLICIT,
+)

@@ -1,0 +1,137 @@
+"""`import_memory`: the MemoryCustodian markdown layout imported as a corpus, routed as described."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from selection.corpus import CorpusError
+from selection.corpus.memory_markdown import read_memory_directory
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "nightnotes-memory"
+
+
+def test_entries_become_units_with_lower_case_ids_keeping_the_original_visible():
+    frame, units = read_memory_directory(FIXTURE, project="nightnotes")
+    by_id = {u["id"]: u for u in units}
+    decision = by_id["mc-dec-20260926-00000002"]
+    assert decision["title"] == "MC-DEC-20260926-00000002 — Session store as local JSON"
+    assert decision["root"] is True  # decisions.md is always loaded
+    assert decision["supersedes"] == ["mc-dec-20260926-00000001"]  # from Superseded-By
+    assert decision["text"].endswith("Evidence: design review 2026-09-26")
+    assert (decision["subject"], decision["facet"]) == ("project/session-store", "format")
+    assert by_id["mc-are-20260915-00000001"]["paths"] == ["cli/nightnotes/store*.py", "cli/nightnotes/storage/**"]
+    assert by_id["rules.output"]["class"] == "rule"  # a module file without entries: one unit
+    # a heading with several categories; Load: is required, Load if present: optional
+    impl = frame["task_categories"]["implementation"]
+    assert frame["task_categories"]["debugging"]["load"] == impl["load"]
+    assert "constraints" in impl["load"] and "rules/testing" in impl["load_if_present"]
+    assert frame["explicit_only"] == ["profiles/docs"]
+
+
+def write_fixture(tmp_path: Path) -> Path:
+    target = tmp_path / "repo"
+    shutil.copytree(FIXTURE, target)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "message"),
+    [
+        ("decisions.md", "## MC-DEC-20260926-00000002 — Session", "## MC-DEC-20260926-00000002 - Session", "em dash"),
+        ("decisions.md", "Status: active", "Status: draft", 'status "draft"'),
+        ("manifest.md", "## Always load", "## Sometimes load", "unknown manifest section"),
+        ("manifest.md", "  - activation: explicit-only", "  - activation: whenever", 'activation "whenever"'),
+        ("decisions.md", "Superseded-By: MC-DEC-20260926-00000002", "Superseded-By: MC-DEC-1", "no module entry"),
+    ],
+)
+def test_anything_not_understood_is_an_error_naming_file_and_line(tmp_path, file, old, new, message):
+    repo = write_fixture(tmp_path)
+    path = repo / "docs" / "memory" / file
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    line = text[: text.index(old)].count("\n") + 1
+    with pytest.raises(CorpusError) as caught:
+        read_memory_directory(repo, project="nightnotes")
+    issue = next(i for i in caught.value.issues if message in i.message)
+    assert issue.file == f"docs/memory/{file}" and issue.location == f"line {line}"
+
+
+def select_json(*args):
+    out = io.StringIO()
+    status = 0
+    try:
+        call_command(
+            "select",
+            "--project",
+            "nightnotes",
+            "--query",
+            "add persistent session storage",
+            "--json",
+            "--budget",
+            "2000",
+            *args,
+            stdout=out,
+        )
+    except CommandError as error:
+        status = error.returncode
+    return status, json.loads(out.getvalue())
+
+
+def test_import_memory_routes_as_the_manifest_says_and_reimport_is_a_new_version(db, tmp_path):
+    repo = write_fixture(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        "import_memory", str(repo), "--corpus", "nightnotes-memory", "--project", "nightnotes", stdout=out, stderr=err
+    )
+    assert "memory version 1" in out.getvalue()
+    assert "areas/web is enabled in the manifest but absent" in err.getvalue()
+
+    status, doc = select_json(
+        "--task-category", "implementation", "--path", "cli/nightnotes/store.py", "--strict-routing"
+    )
+    reasons = {d["unit"]: (d["disposition"], d["reason"]) for d in doc["routing"]["dispositions"]}
+    assert status == 0 and doc["routing"]["completeness"] == "COMPLETE"
+    assert reasons["mc-con-20260901-00000001"] == ("loaded", "ROUTE_ALWAYS")
+    assert reasons["mc-are-20260915-00000001"] == ("loaded", "ROUTE_PATH")
+    assert reasons["rules.output"] == ("loaded", "ROUTE_TASK")
+    assert reasons["mc-rul-20260910-00000001"] == ("skipped", "SKIP_TASK_MISMATCH")
+    assert reasons["profiles.docs"] == ("skipped", "SKIP_NOT_REQUESTED")
+    assert reasons["rules/testing"] == ("missing-optional", "MISSING_OPTIONAL")
+    assert "mc-dec-20260926-00000001" not in reasons  # superseded: history, not governed
+    sources = [s for item in doc["bundle"]["items"] for s in item["sources"]]
+    assert sources[0] == "brief"  # root units first
+
+    status, doc = select_json("--task-category", "implementation", "--strict-routing")
+    assert status == 1 and doc["routing"]["completeness"] == "INCOMPLETE"
+
+    # a second owner of session-store/format, then re-import: a new version, a diff, a warning
+    decisions = repo / "docs" / "memory" / "decisions.md"
+    decisions.write_text(
+        decisions.read_text(encoding="utf-8")
+        + (
+            "\n## MC-DEC-20261001-00000003 — Session store in memory\nStatus: active\nScope: project\n"
+            "Subject: session-store\nFacet: format\n\nKeep sessions in memory only.\n"
+        ),
+        encoding="utf-8",
+    )
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        "import_memory", str(repo), "--corpus", "nightnotes-memory", "--project", "nightnotes", stdout=out, stderr=err
+    )
+    assert "memory version 2" in out.getvalue() and "+ mc-dec-20261001-00000003" in out.getvalue()
+    assert "mc-dec-20260926-00000002, mc-dec-20261001-00000003" in err.getvalue()
+    status, doc = select_json(
+        "--task-category", "implementation", "--path", "cli/nightnotes/store.py", "--strict-routing"
+    )
+    assert status == 2 and doc["routing"]["conflicts"][0]["units"] == [
+        "mc-dec-20260926-00000002",
+        "mc-dec-20261001-00000003",
+    ]
