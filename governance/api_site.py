@@ -10,6 +10,7 @@ offending field's location in `errors`.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from typing import Any
 
@@ -23,8 +24,10 @@ from ninja.security import HttpBearer, SessionAuth
 
 from selection import embeddings
 from selection.corpus import CorpusError
+from selection.engine.routing.report import routing_summary
 from selection.evaluation import EvaluationError
 from selection.services import SelectionError
+from selection.serving import StrictRoutingRefused
 from selection.uploads import ArchiveRefused
 
 from . import tokens
@@ -226,6 +229,18 @@ def _token_refused(request, exc):
 def _governance_refused(request, exc):
     # a review or backtest refused by the state it finds (backtest.services' errors derive from it)
     return problem(request, 409, "Refused", str(exc), slug="refused")
+
+
+@api.exception_handler(StrictRoutingRefused)
+def _strict_routing_refused(request, exc: StrictRoutingRefused):
+    # 409 with the diagnostics: what was routed, what is missing, which units conflict; the
+    # refusal is itself traced (trace_id)
+    response = problem(request, 409, "Strict routing refused", str(exc), slug="strict-routing-refused")
+    doc = json.loads(response.content)
+    trace = exc.selection.trace
+    doc["trace_id"] = trace.pk
+    doc["routing"] = routing_summary(exc.selection.result.trace.routing)
+    return JsonResponse(doc, status=409, content_type=PROBLEM_MEDIA_TYPE)
 
 
 @api.exception_handler(SelectionError)

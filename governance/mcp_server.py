@@ -85,6 +85,7 @@ def build_server() -> MCPServer:
         work_type: str | None = None,
         budget_tokens: int | None = None,
         condition: str = "C6",
+        builder: str = "default",
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Select a context bundle. `signals`: [{"id", "kind", "content"}], kind one of user_message,
@@ -105,6 +106,7 @@ def build_server() -> MCPServer:
                 budget_tokens=budget_tokens,
                 condition=condition,
                 source="mcp",
+                builder=builder,
             )
             return select_document(selection)
 

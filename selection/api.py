@@ -18,6 +18,8 @@ from ninja import Field, File, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 
 from selection.engine.explain import trace_diff
+from selection.engine.routing.report import routing_summary
+from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkSignal
 
 from . import jobs, selectors, serving, store
@@ -55,6 +57,16 @@ class WorkFrameIn(Schema):
     cites: dict[Text, list[Text]] = Field(default_factory=dict)
 
 
+class RoutingIn(Schema):
+    """Routing inputs: nothing is activated by guessing from wording."""
+
+    task_category: Text | None = Field(None, max_length=100, description="mapped to a work type by the frame")
+    paths: list[Text] = Field(
+        default_factory=list, max_length=200, description="path scope: files planned, touched or inspected"
+    )
+    overlays: list[Text] = Field(default_factory=list, max_length=50, description="areas, profiles or rules by name")
+
+
 class SelectIn(Schema):
     project: Text = Field(min_length=1, max_length=100)
     query: Text = Field("", max_length=MAX_TEXT, description="empty: the signals' contents are the query")
@@ -63,6 +75,15 @@ class SelectIn(Schema):
     budget_tokens: int | None = Field(None, ge=1, le=MAX_BUDGET, description="default: the site's budget")
     condition: Text = Field("C6", max_length=8)
     standpoint: datetime | None = Field(None, description="default: the corpus's standpoint")
+    builder: Text = Field(
+        "default",
+        max_length=20,
+        description="frame builder: declared, cue, similarity or model; default: declared when a work type "
+        "is given, else the frame's configured builder",
+    )
+    routing: RoutingIn | None = None
+    strict: bool = Field(False, description="no bundle unless routing is COMPLETE with no conflict (409)")
+    no_local: bool = Field(False, description="leave out the caller's local overlay units")
 
 
 class BundleItemOut(Schema):
@@ -96,12 +117,33 @@ class DiagnosticsOut(Schema):
     reasons: dict[str, int] = Field(description="candidates per reason code")
 
 
+class DispositionOut(Schema):
+    unit: str
+    disposition: str
+    reason: str
+
+
+class ConflictOut(Schema):
+    code: str
+    units: list[str]
+
+
+class RoutingOut(Schema):
+    completeness: str
+    work_type: str | None
+    dispositions: list[DispositionOut]
+    conflicts: list[ConflictOut]
+    refused: bool
+    refusal: str | None
+
+
 class SelectOut(Schema):
     trace_id: int
     trace_url: str
     page_url: str
     bundle: BundleOut
     diagnostics: DiagnosticsOut
+    routing: RoutingOut | None = None
 
 
 class TraceFilterIn(Schema):
@@ -277,6 +319,7 @@ def select(request, body: SelectIn):
     """Build the bundle for a request under the project's promoted frame; the trace is stored
     (source "api") and searchable like any other."""
     frame = body.work_frame or WorkFrameIn()
+    routing = body.routing or RoutingIn()
     selection = serving.select_for_user(
         user=request.auth,
         project_slug=body.project,
@@ -289,6 +332,14 @@ def select(request, body: SelectIn):
         budget_tokens=body.budget_tokens,
         condition=body.condition,
         standpoint=body.standpoint,
+        builder=body.builder,
+        routing=RoutingInputs(
+            task_category=routing.task_category or None,
+            paths=tuple(routing.paths),
+            overlays=tuple(routing.overlays),
+            strict=body.strict,
+            no_local=body.no_local,
+        ),
     )
     return select_document(selection)
 
@@ -323,7 +374,16 @@ def select_document(selection) -> dict:
             "rejected": len(result.trace.candidates) - admitted,
             "reasons": dict(sorted(reasons.items())),
         },
+        "routing": _routing_document(result.trace.routing),
     }
+
+
+def _routing_document(report) -> dict | None:
+    if report is None:
+        return None
+    summary = routing_summary(report)
+    keys = ("completeness", "work_type", "dispositions", "conflicts", "refused", "refusal")
+    return {key: summary[key] for key in keys}
 
 
 # --------------------------------------------------------------------------------------------

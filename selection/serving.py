@@ -14,6 +14,8 @@ from django.shortcuts import get_object_or_404
 
 from authority import access
 from selection.engine.conditions import UnknownCondition, get_condition
+from selection.engine.routing.report import strict_refusal
+from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
 
 from .models import OutcomeVerdict, Project, Trace, TraceOutcome
@@ -37,11 +39,19 @@ def select_for_user(
     condition: str = "C6",
     standpoint: datetime | None = None,
     source: str = API_SOURCE,
+    builder: str = "default",
+    routing: RoutingInputs | None = None,
 ) -> Selection:
     """Select for `user` in one project; the query is the signals' contents when none is given.
 
     Raises Http404 (no such project), AccessDenied (no role in it), SelectionError (a request the
-    engine cannot run: no query nor signal, an unknown condition or cited signal, the oracle).
+    engine cannot run: no query nor signal, an unknown condition or cited signal, the oracle, an
+    unknown builder or work type), StrictRoutingRefused (strict routing found the request
+    incomplete, ambiguous, invalid or conflicted; its trace is stored and named).
+
+    `builder` establishes the work frame from the signals ("default": declared when a work type is
+    given, else the frame's configured builder); `routing` carries the routing inputs, and the
+    user's local overlay units join the request unless `routing.no_local`.
     """
     project = get_object_or_404(Project.objects.select_related("corpus"), slug=project_slug)
     access.access_read(user, project)
@@ -73,7 +83,7 @@ def select_for_user(
         establishment="declared" if work_type else "unknown",
         cites=tuple((field, tuple(ids)) for field, ids in sorted(cites.items())),
     )
-    return run_selection(
+    selection = run_selection(
         project=project,
         query=query,
         work_frame=work_frame,
@@ -81,7 +91,23 @@ def select_for_user(
         condition=condition,
         standpoint=standpoint,
         source=source,
+        builder=builder,
+        routing=routing,
+        user=user,
     )
+    report = selection.result.trace.routing
+    if report is not None and report.refused:
+        raise StrictRoutingRefused(selection)
+    return selection
+
+
+class StrictRoutingRefused(SelectionError):
+    """Strict routing produced no bundle; the refusal is traced (`selection.trace`)."""
+
+    def __init__(self, selection: Selection):
+        self.selection = selection
+        self.status, why = strict_refusal(selection.result.trace.routing)
+        super().__init__(f"strict routing refused (trace {selection.trace.pk}): {why}")
 
 
 def outcome_report(*, user, trace_id: int, verdict: str, note: str = "", missing_units=()) -> TraceOutcome:

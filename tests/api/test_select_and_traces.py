@@ -122,3 +122,29 @@ def test_session_auth_needs_the_csrf_token_for_writes(context_lab, people):
         "/api/v1/select", FAILING_TEST, content_type="application/json", headers={"X-CSRFToken": csrf}
     )
     assert accepted.status_code == 200, accepted.content
+
+
+def test_strict_routing_refuses_with_409_and_the_traced_diagnostics(api, people, token_for):
+    agent = api(token_for(people["lead"], "sift", "lead"))
+    relaxed = agent.post("/select", FAILING_TEST)
+    assert relaxed.status_code == 200, relaxed.content
+    routing = relaxed.json()["routing"]
+    assert routing["completeness"] == "INCOMPLETE"  # sift routes areas by path, and none was given
+    assert any(d["reason"] == "SKIP_SCOPE_MISSING" for d in routing["dispositions"])
+    doc = assert_problem(agent.post("/select", {**FAILING_TEST, "strict": True}), 409)
+    assert doc["routing"]["completeness"] == "INCOMPLETE" and doc["routing"]["refused"]
+    refused = agent.get(f"/traces/{doc['trace_id']}").json()  # the refusal is itself traced
+    assert refused["trace"]["routing"]["refused"] is True
+    assert refused["bundle_tokens"] == 0
+
+
+def test_select_takes_a_builder_and_refuses_unknown_work_types_and_builders(api, people, token_for):
+    agent = api(token_for(people["lead"], "sift", "lead"))
+    built = agent.post("/select", {**FAILING_TEST, "builder": "cue"})
+    assert built.status_code == 200, built.content
+    frame = agent.get(f"/traces/{built.json()['trace_id']}").json()["trace"]["work_frame"]
+    assert frame["builder"] == "cue"
+    assert frame["establishment"] in ("inferred-confident", "inferred-ambiguous", "unknown")
+    doc = assert_problem(agent.post("/select", {**FAILING_TEST, "work_frame": {"work_type": "runbok"}}), 422)
+    assert "runbok" in doc["detail"]
+    assert_problem(agent.post("/select", {**FAILING_TEST, "builder": "tarot"}), 422)
