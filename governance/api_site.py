@@ -330,3 +330,27 @@ def site_health() -> dict:
         "model_available": available,
         "model_loaded": embeddings.get_embedder.cache_info().currsize > 0,
     }
+
+
+class ApiProblemMiddleware:
+    """Every 4xx under /api/v1/ is problem details, even those answered before a view runs (a
+    405 for a method an operation does not take comes straight from ninja as plain text)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            request.path.startswith("/api/v1/")
+            and 400 <= response.status_code < 500
+            and not response.get("Content-Type", "").startswith(PROBLEM_MEDIA_TYPE)
+        ):
+            titles = {405: "Method not allowed", 415: "Unsupported media type"}
+            title = titles.get(response.status_code, response.reason_phrase or "Request refused")
+            detail = f"{request.method} is not allowed here" if response.status_code == 405 else title
+            wrapped = problem(request, response.status_code, title, detail, slug=f"http-{response.status_code}")
+            if response.has_header("Allow"):
+                wrapped["Allow"] = response["Allow"]
+            return wrapped
+        return response

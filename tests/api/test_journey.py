@@ -12,7 +12,12 @@ from tests.api.conftest import ApiClient
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
-PATCH = {"class_pull": 5}  # passes its gates on context-lab, as the README's example needs
+# passes its gates on context-lab, as the README's example needs: the wider pool fits the budget
+# the root constraint leaves once design review drops design notes (tests/backtest/test_browser_journey.py)
+PATCH = {
+    "class_pull": 5,
+    "work_types": {"design-review": ["design_principle", "baseline_measurement", "experiment_result", "eval_protocol"]},
+}
 
 
 def _token(capsys, *args) -> str:

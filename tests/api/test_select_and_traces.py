@@ -148,3 +148,10 @@ def test_select_takes_a_builder_and_refuses_unknown_work_types_and_builders(api,
     doc = assert_problem(agent.post("/select", {**FAILING_TEST, "work_frame": {"work_type": "runbok"}}), 422)
     assert "runbok" in doc["detail"]
     assert_problem(agent.post("/select", {**FAILING_TEST, "builder": "tarot"}), 422)
+
+
+def test_a_method_an_operation_does_not_take_is_a_problem_too(client, db):
+    response = client.put("/api/v1/select", data="{}", content_type="application/json")
+    doc = assert_problem(response, 405)
+    assert doc["detail"] == "PUT is not allowed here"
+    assert "POST" in response["Allow"]
