@@ -48,8 +48,9 @@ test: $(STAMP) ## run the whole test suite (engine, services, worker and browser
 test-engine: $(STAMP) ## run the engine tests alone (no database, seconds)
 	$(VENV)/bin/pytest tests/selection/engine -p no:django
 
-lint: $(STAMP) ## ruff over the project
-	$(VENV)/bin/ruff check authority governance selection backtest tests
+lint: $(STAMP) ## ruff over the project and the import-layer contracts (lint-imports)
+	$(VENV)/bin/ruff check authority governance selection backtest bench tests
+	$(VENV)/bin/lint-imports
 
 evaluate: $(STAMP) ## run the C0..C6 + oracle ladder on the fixture corpus
 	$(PY) manage.py evaluate context-lab

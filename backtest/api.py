@@ -82,7 +82,9 @@ class BacktestOut(Schema):
     finished_at: datetime | None
     progress: ProgressOut
     decision: DecisionOut | None
-    approval: ApprovalOut | None
+    approval: ApprovalOut | None = Field(None, description="the latest review (an approval or a rejection)")
+    reviews: list[ApprovalOut] = Field(default_factory=list, description="every review, oldest first")
+    reviews_summary: str = Field("", description="where the reviews stand against the approval policy")
     review_blockers: list[str]
     tasks: list[TaskRowOut]
 
@@ -146,8 +148,18 @@ def _gate(row: dict) -> dict:
     }
 
 
+def _review(approval) -> dict:
+    return {
+        "verdict": approval.verdict,
+        "comment": approval.comment,
+        "reviewer": approval.reviewer.username,
+        "decided_at": approval.decided_at,
+    }
+
+
 def _backtest(backtest) -> dict:
-    decision, approval = selectors.backtest_outcome(backtest)
+    decision, tally = selectors.backtest_outcome(backtest)
+    reviews = sorted((*tally.approvals, *tally.rejections), key=lambda a: (a.decided_at, a.pk))
     progress = selectors.backtest_progress(backtest=backtest)
     return {
         "id": backtest.pk,
@@ -182,14 +194,9 @@ def _backtest(backtest) -> dict:
             "per_task_deltas": decision.per_task_deltas,
             "decided_at": decision.decided_at,
         },
-        "approval": None
-        if approval is None
-        else {
-            "verdict": approval.verdict,
-            "comment": approval.comment,
-            "reviewer": approval.reviewer.username,
-            "decided_at": approval.decided_at,
-        },
+        "approval": _review(reviews[-1]) if reviews else None,
+        "reviews": [_review(a) for a in reviews],
+        "reviews_summary": tally.summary,
         "review_blockers": selectors.review_blockers(backtest=backtest) if decision is not None else [],
         "tasks": [
             {

@@ -205,6 +205,10 @@ def backtest_rerun(request, pk: int):
         return redirect("backtest-detail", pk=pk)
     messages.success(request, f"Backtest #{again.pk} started again for proposal #{again.proposal_id}.")
     return redirect("backtest-detail", pk=again.pk)
+
+
+@login_required
+@require_POST
 def proposal_backtest_start(request, pk: int):
     """"Run backtest" on a proposal without one (fixture proposals, a backtest that errored)."""
     proposal = governance_selectors.proposal_by_id(proposal_id=pk)

@@ -11,6 +11,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from authority.models import RoleGrant
+from selection.models import Job, JobKind
 from tests.selection.test_traces import embedding_cache  # noqa: F401 - module-wide vectors
 
 ROLES = ("anonymous", "none", "auditor", "reviewer", "lead", "other_lead")
@@ -39,7 +40,9 @@ def world(db, tmp_path, django_user_model, make_project, django_capture_on_commi
     with django_capture_on_commit_callbacks(execute=False):
         backtest = backtest_services.backtest_enqueue(proposal=proposal, requested_by=None)
     evaluation = evaluation_run(corpus=lab.corpus, conditions=["C6"], actor=users["lead"])
+    job = Job.objects.create(kind=JobKind.EVALUATION, corpus=lab.corpus, requested_by=users["lead"])
     return {
+        "job": job.pk,
         "users": users,
         "slug": lab.project.slug,
         "corpus": lab.corpus.name,
@@ -116,6 +119,16 @@ def pages(w):
             only("lead"),
         ),
         ("evaluation-detail", "get", reverse("evaluation-detail", args=[w["evaluation"]]), None, member),
+        ("evaluation-index", "get", reverse("evaluation-index"), None, anyone),
+        ("job-detail", "get", reverse("job-detail", args=[w["job"]]), None, member),
+        ("corpus-upload", "get", reverse("corpus-upload"), None, only()),  # superusers only
+        ("api-tokens", "get", reverse("api-tokens"), None, anyone),  # each user's own tokens
+        ("api-token-create", "post", reverse("api-token-create"), {}, anyone),
+        ("api-token-revoke", "post", reverse("api-token-revoke", args=[999999]), {}, anyone),
+        ("proposal-preview", "post", reverse("proposal-preview", args=[s]), {"class_pull": "4"}, member),
+        ("proposal-promote-confirm", "get", reverse("proposal-promote-confirm", args=[w["proposal"]]), None, only("lead")),
+        ("proposal-backtest-start", "post", reverse("proposal-backtest-start", args=[w["proposal"]]), {}, only("lead")),
+        ("proposal-resubmit", "post", reverse("proposal-resubmit", args=[w["proposal"]]), {}, only("lead")),
         ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page
     ]
 
@@ -154,7 +167,7 @@ def _named_patterns(resolver, prefix="") -> set[str]:
             if pattern.app_name == "admin" or str(pattern.pattern).startswith("api"):
                 continue
             names |= _named_patterns(pattern)
-        elif isinstance(pattern, URLPattern) and pattern.name:
+        elif isinstance(pattern, URLPattern) and pattern.name and pattern.name != "mcp":  # the API's
             names.add(pattern.name)
     return names
 

@@ -16,7 +16,9 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 # the root constraint leaves once design review drops design notes (tests/backtest/test_browser_journey.py)
 PATCH = {
     "class_pull": 5,
-    "work_types": {"design-review": ["design_principle", "baseline_measurement", "experiment_result", "eval_protocol"]},
+    "work_types": {
+        "design-review": {"classes": ["design_principle", "baseline_measurement", "experiment_result", "eval_protocol"]}
+    },
 }
 
 

@@ -21,7 +21,7 @@ def test_a_misspelt_class_is_refused_on_its_field(client, project, users):
     data = form_data(project, **{"wt__implementation-review": "rule\nrunbok\ndecision"})
     response = client.post(reverse("proposal-create", args=["alpha"]), data)
     html = response.content.decode()
-    assert response.status_code == 200 and not Proposal.objects.exists()
+    assert response.status_code == 400 and not Proposal.objects.exists()  # refused: the client's error
     assert "no unit in scope carries &#x27;runbok&#x27;" in html
     summary = html[html.index('id="error-summary"') :]
     assert 'href="#id_wt__implementation-review"' in summary[: summary.index("</section>")]

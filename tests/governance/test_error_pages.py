@@ -49,7 +49,7 @@ def test_form_errors_are_summarised_at_the_top_with_links_to_their_fields(client
     client.force_login(users["lead"])
     response = client.post(reverse("proposal-create", args=["alpha"]), form_data(project, title="", class_pull="x"))
     html = response.content.decode()
-    assert response.status_code == 200
+    assert response.status_code == 400  # a refused proposal is the client's error
     summary = html[html.index('id="error-summary"') :]
     summary = summary[: summary.index("</section>")]
     assert 'href="#id_title"' in summary and 'href="#id_class_pull"' in summary
