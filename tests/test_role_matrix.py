@@ -126,7 +126,10 @@ def pages(w):
         ("api-token-create", "post", reverse("api-token-create"), {}, anyone),
         ("api-token-revoke", "post", reverse("api-token-revoke", args=[999999]), {}, anyone),
         ("proposal-preview", "post", reverse("proposal-preview", args=[s]), {"class_pull": "4"}, member),
-        ("proposal-promote-confirm", "get", reverse("proposal-promote-confirm", args=[w["proposal"]]), None, only("lead")),
+        (
+            "proposal-promote-confirm", "get", reverse("proposal-promote-confirm", args=[w["proposal"]]), None,
+            only("lead"),
+        ),
         ("proposal-backtest-start", "post", reverse("proposal-backtest-start", args=[w["proposal"]]), {}, only("lead")),
         ("proposal-resubmit", "post", reverse("proposal-resubmit", args=[w["proposal"]]), {}, only("lead")),
         ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page

@@ -38,9 +38,8 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
     class_pull = css(browser, "#id_class_pull")
     class_pull.clear()
     class_pull.send_keys("5")
-    design_review = css(browser, "#id_wt__design-review")
-    design_review.clear()
-    design_review.send_keys("design_principle\nbaseline_measurement\nexperiment_result\neval_protocol")
+    # the class list is a chip editor: design notes leave with their ✕ button
+    css(browser, '#field-wt__design-review button[aria-label="remove design_note"]').click()
     css(browser, "form.editor button[type=submit]").click()
     css(browser, "#backtests a[href*='/backtests/']").click()
 
