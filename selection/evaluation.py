@@ -268,9 +268,14 @@ def _replay(task, condition, variant, work_type, version, ledger) -> _Run:
         )
     except SelectionError as error:
         raise EvaluationError(f"{task.uid} under {condition}: {error}") from error
+    return _scored(task, selection, version, ledger, condition, variant, work_type)
+
+
+def _scored(task, selection, version, ledger, condition, variant, work_type, **builder) -> _Run:
+    """One replay scored against the task's ledger, with the trace entry to store."""
     score = score_result(task, selection.result, selection.project_frame, ledger)
     entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
-    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), entry)
+    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), entry, **builder)
 
 
 def _builder_runs(task, builder: str, version, ledger, *, hazard: bool = False) -> list[_Run]:
@@ -301,12 +306,10 @@ def _builder_runs(task, builder: str, version, ledger, *, hazard: bool = False) 
             )
         except SelectionError as error:
             raise EvaluationError(f"{task.uid} with the {builder} builder: {error}") from error
-        score = score_result(task, selection.result, selection.project_frame, ledger)
-        entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
         runs.append(
-            _Run(
-                task, BUILDER_CONDITION, variant, frame.work_type, score.metrics,
-                score.admitted, score.ecodes(), entry, builder=builder, side=side,
+            _scored(
+                task, selection, version, ledger, BUILDER_CONDITION, variant, frame.work_type,
+                builder=builder, side=side,
             )
         )
     return runs

@@ -162,20 +162,9 @@ def select(
 
     with timed(timings, TimedStage.TRACE_RECORDS):
         records = _records(candidates, pool, routing)
-    trace = ContextTrace(
-        schema=TRACE_SCHEMA,
-        engine_version=ENGINE_VERSION,
-        policy_version=POLICY_VERSION,
-        condition=named.name,
-        effective_condition=condition.name,
-        condition_note=note,
-        project_frame=replace(frame, work_types=tuple(sorted(frame.work_types))),
-        work_frame=work,
-        query=request.query,
-        standpoint=standpoint,
+    trace = _context_trace(
+        request, index, config, named, condition, note, work, standpoint, routing, pool,
         budget_tokens=budget,
-        config=config,
-        retriever=_retriever_config(index, request, pool, config),
         candidates=records,
         coalescing=tuple(ops),
         stages=tuple(stages),
@@ -183,20 +172,15 @@ def select(
         bundle_tokens=tokens,
         class_order=class_list,
         class_order_reason=class_reason,
-        routing=routing,
     )
     return SelectionResult(bundle=bundle, trace=trace)
 
 
-def _refused(request, index, config, named, condition, note, work, standpoint, routing, why):
-    """Strict routing: no bundle at all, and a trace that says why (and when a person must decide)."""
+def _context_trace(request, index, config, named, condition, note, work, standpoint, routing, pool, **decided):
+    """The trace of a selection, made or refused: what was asked, under which frame and condition,
+    and what was `decided` (candidates, stages, the bundle's digest and tokens, the class order)."""
     frame = request.project_frame
-    rendered, tokens, digest = render_bundle([])
-    bundle = ContextBundle(
-        items=(), rendered=rendered, tokens=tokens, digest=digest, budget_tokens=request.budget_tokens
-    )
-    routing = replace(routing, refused=True, refusal=why, budget_omissions=())
-    trace = ContextTrace(
+    return ContextTrace(
         schema=TRACE_SCHEMA,
         engine_version=ENGINE_VERSION,
         policy_version=POLICY_VERSION,
@@ -207,9 +191,23 @@ def _refused(request, index, config, named, condition, note, work, standpoint, r
         work_frame=work,
         query=request.query,
         standpoint=standpoint,
-        budget_tokens=request.budget_tokens,
         config=config,
-        retriever=_retriever_config(index, request, Pool(), config),
+        retriever=_retriever_config(index, request, pool, config),
+        routing=routing,
+        **decided,
+    )
+
+
+def _refused(request, index, config, named, condition, note, work, standpoint, routing, why):
+    """Strict routing: no bundle at all, and a trace that says why (and when a person must decide)."""
+    rendered, tokens, digest = render_bundle([])
+    bundle = ContextBundle(
+        items=(), rendered=rendered, tokens=tokens, digest=digest, budget_tokens=request.budget_tokens
+    )
+    routing = replace(routing, refused=True, refusal=why, budget_omissions=())
+    trace = _context_trace(
+        request, index, config, named, condition, note, work, standpoint, routing, Pool(),
+        budget_tokens=request.budget_tokens,
         candidates=(),
         coalescing=(),
         stages=(
@@ -222,7 +220,6 @@ def _refused(request, index, config, named, condition, note, work, standpoint, r
         ),
         bundle_digest=digest,
         bundle_tokens=tokens,
-        routing=routing,
     )
     return SelectionResult(bundle=bundle, trace=trace)
 
