@@ -10,7 +10,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
@@ -19,6 +18,7 @@ from django.urls import reverse
 from selection.corpus import read_corpus
 from selection.engine.builders import BuilderInput, BuilderTools, build_work_frame
 from selection.engine.types import WorkSignal
+from tests.selection.test_traces import embedding_cache  # noqa: F401 - the module's real vectors, once per text
 
 CORPUS = """\
 name: flab
@@ -106,27 +106,6 @@ def write_corpus(directory: Path) -> Path:
     (directory / "units.jsonl").write_text("".join(json.dumps(u) + "\n" for u in UNITS), encoding="utf-8")
     (directory / "tasks.yaml").write_text(TASKS, encoding="utf-8")
     return directory
-
-
-@pytest.fixture(scope="module", autouse=True)
-def embedding_cache():
-    """The packaged model's real vectors, once per text for the whole module."""
-    from selection import embeddings
-
-    real = embeddings.embed_texts
-    cache: dict[str, np.ndarray] = {}
-
-    def cached(texts, batch_size=64, progress=None):
-        missing = [t for t in dict.fromkeys(texts) if t not in cache]
-        if missing:
-            cache.update(zip(missing, real(missing, batch_size=batch_size), strict=True))
-        if progress is not None:
-            progress(len(texts))
-        return np.stack([cache[t] for t in texts]) if texts else real(texts)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(embeddings, "embed_texts", cached)
-        yield
 
 
 @pytest.fixture
