@@ -2,7 +2,8 @@
 issue 7's targets checked against it. Each part lives in its own module, by what it measures:
 
   selection_latency   engine select() per condition, split by stage (StageTimings); dense recall
-  reference           rank_bm25 + exact cosine + RRF, the baseline C6 is compared with
+  reference           query-only hybrid retrieval C6 is compared with: naive (rank_bm25 + exact
+                      cosine + RRF) and strong (rank-bm25-rs + the engine's dense searcher + RRF)
   end_to_end          selection.services.run_selection with embeddings and the durable trace write
   backtest_throughput backtest.services.replay_one in forked workers
   import_rate         selection.importing.corpus_import with real embeddings, rolled back
@@ -42,6 +43,8 @@ E2E_P95_LIMIT_MS = 80.0  # at 100k, two query embeddings and a durable trace wri
 REPLAYS_PER_WORKER_MIN = 150.0  # at 100k
 IMPORT_UNITS_PER_S_MIN = 100.0
 REFERENCE_SPEEDUP_MIN = 10.0  # at 100k
+STRONG_REFERENCE_RATIO_MAX = 1.5  # C6 p50 / strong reference p50, at every size (issue 17)
+GROWTH_1M_MAX = 2.5  # C6 p50 at 1M / C6 p50 at 10k (issue 17)
 
 
 @dataclass
@@ -94,6 +97,12 @@ def run_size(size: int, options: BenchOptions, say: Callable[[str], None]) -> di
     say(f"[{size}] reference (rank_bm25 + numpy exact + RRF, query only): p50 {ref} ms, "
         f"p95 {out['reference']['p95_ms']} ms, built in {out['reference']['build_s']} s; "
         f"ours/reference = {out['ratio_vs_reference']} ({ref / c6:.1f}x faster)")
+    out["strong_reference"] = time_reference(bench, max(queries, 64), index.dense)
+    strong = out["strong_reference"]["p50_ms"]
+    out["ratio_vs_strong_reference"] = round(c6 / strong, 4)
+    say(f"[{size}] strong reference (rank-bm25-rs + {index.dense.name} + RRF, query only): p50 "
+        f"{strong} ms, p95 {out['strong_reference']['p95_ms']} ms; ours/strong = "
+        f"{out['ratio_vs_strong_reference']}")
     out["backtest_replays_per_s"] = None
     if options.database and size <= options.db_max_size:
         out.update(_database_parts(bench, options, say))
@@ -163,6 +172,15 @@ def targets(doc: dict) -> list[dict]:
         speedup = round(1 / at100k["ratio_vs_reference"], 1)
         checks.append(_check("speed-up over the reference at 100000", speedup, ">=",
                              REFERENCE_SPEEDUP_MIN, "x"))
+    for size, entry in sizes.items():
+        if entry.get("ratio_vs_strong_reference") is not None:
+            checks.append(_check(f"C6 p50 / strong reference p50 at {size}",
+                                 entry["ratio_vs_strong_reference"], "<=",
+                                 STRONG_REFERENCE_RATIO_MAX, "x"))
+    if "10000" in sizes and "1000000" in sizes:
+        growth = round(sizes["1000000"]["selection"]["C6"]["p50_ms"]
+                       / sizes["10000"]["selection"]["C6"]["p50_ms"], 2)
+        checks.append(_check("C6 p50 at 1000000 / C6 p50 at 10000", growth, "<=", GROWTH_1M_MAX, "x"))
     for entry in sizes.values():
         if entry.get("import"):
             checks.append(_check(f"import units/s with embeddings ({entry['import']['units']} units)",

@@ -16,6 +16,7 @@ from django.core.management import call_command
 
 import bench
 from bench.generator import generate
+from bench.reference import ReferenceRetriever, StrongReferenceRetriever
 from selection.engine.index import CorpusIndex, IvfSearcher, NumpyExactSearcher
 from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest, WorkFrame
@@ -42,6 +43,10 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert 0 < entry["reference"]["p50_ms"] <= entry["reference"]["p95_ms"]
     assert entry["ratio_vs_reference"] == pytest.approx(
         entry["selection"]["C6"]["p50_ms"] / entry["reference"]["p50_ms"], rel=1e-3
+    )
+    assert 0 < entry["strong_reference"]["p50_ms"] <= entry["strong_reference"]["p95_ms"]
+    assert entry["ratio_vs_strong_reference"] == pytest.approx(
+        entry["selection"]["C6"]["p50_ms"] / entry["strong_reference"]["p50_ms"], rel=1e-3
     )
     assert set(entry["backtest_replays_per_s"]) == {"1", "2"}
     assert all(rate > 0 for rate in entry["backtest_replays_per_s"].values())
@@ -137,3 +142,17 @@ def test_the_bench_measures_through_hooks_and_touches_nothing_private():
                     and not node.attr.startswith("__"):
                 offences.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
     assert offences == []
+
+
+def test_strong_reference_retrieves_what_the_naive_one_does():
+    # the strong reference is the same query-only retrieval, written with care: with the exact
+    # dense searcher it returns the naive reference's top 40, in the same order, for every task
+    corpus = generate(2_000, seed=11, tasks=16)
+    dense = NumpyExactSearcher(corpus.vectors)
+    texts = [u.text for u in corpus.units]
+    naive = ReferenceRetriever(texts, corpus.vectors)
+    strong = StrongReferenceRetriever(texts, dense)
+    for task in corpus.tasks:
+        got = strong.query(task.query, task.query_vector)
+        assert len(got) == 40
+        assert got == naive.query(task.query, task.query_vector)
