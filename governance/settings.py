@@ -231,6 +231,8 @@ FG_READER_MODEL_TIMEOUT = float(env("FG_READER_MODEL_TIMEOUT", "30"))
 # corpus archives uploaded through the API or the page wait here for their import job; the
 # workers must see the same directory (one machine, or a shared volume)
 FG_UPLOAD_DIR = env("FG_UPLOAD_DIR", str(embedded.STATE_DIR / "uploads"))
+# engine indexes persisted for fast start-up (selection/index_cache.py); empty: off
+FG_INDEX_CACHE_DIR = env("FG_INDEX_CACHE_DIR", str(embedded.STATE_DIR / "index-cache"))
 
 LOGGING = {
     "version": 1,

@@ -27,6 +27,7 @@ from selection.engine.types import (
     WorkSignal,
 )
 
+from . import index_cache
 from .models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink
 
 _INDEX_CACHE: OrderedDict[int, CorpusIndex] = OrderedDict()
@@ -153,15 +154,20 @@ def load_units(
 
 
 def corpus_index(corpus: Corpus | int) -> CorpusIndex:
-    """The engine index of a corpus, built once per process; corpora never change after import."""
+    """The engine index of a corpus, kept per process and read from the index cache
+    (selection/index_cache.py) when a file of the same fingerprint exists, else built from rows."""
     corpus_id = corpus if isinstance(corpus, int) else corpus.pk
     with _index_lock:
         index = _INDEX_CACHE.get(corpus_id)
         if index is not None:
             _INDEX_CACHE.move_to_end(corpus_id)
             return index
-    units, vectors = load_units(corpus_id)
-    index = CorpusIndex.build(units, vectors)
+    fingerprint = index_cache.corpus_fingerprint(corpus_id)
+    index = index_cache.load(corpus_id, fingerprint)
+    if index is None:
+        units, vectors = load_units(corpus_id)
+        index = CorpusIndex.build(units, vectors)
+        index_cache.store(corpus_id, fingerprint, index)
     routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:
         _INDEX_CACHE[corpus_id] = index

@@ -54,11 +54,14 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert entry["backtest"]["1"]["replays"] == entry["backtest"]["2"]["replays"] > 0
     e2e = entry["end_to_end"]
     assert e2e["p50_ms"] > 0 and e2e["trace_write"]["p50_ms"] > 0 and e2e["embed"]["n"] == 3
+    assert e2e["index_build_s"] >= 0 and e2e["index_load_s"] >= 0 and e2e["index_cached"] is True
     assert entry["import"]["units"] == SIZE and entry["import"]["units_per_s"] > 0
     assert entry["peak_rss_mb"] > 0
-    assert {check["target"] for check in doc["targets"]} >= {"import units/s with embeddings (300 units)"}
+    assert {check["target"] for check in doc["targets"]} >= {
+        "import units/s with embeddings (300 units)", f"C6 p50 / strong reference p50 at {SIZE}"}
     out = capsys.readouterr().out
-    assert "ours/reference" in out and "backtest, 2 worker(s)" in out
+    assert "ours/reference" in out and "ours/strong" in out and "backtest, 2 worker(s)" in out
+    assert "loaded by a fresh process in" in out
 
     # a second run reuses the stored corpus instead of writing it again
     call_command("bench", sizes=str(SIZE), json_path=str(path), samples=4, reference_queries=1,
