@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from selection.corpus.issues import CorpusError, CorpusIssue
+from selection.engine.routing.codes import ACTIVATIONS
 
 MEMORY_DIR = Path("docs") / "memory"
 MANIFEST = "manifest.md"
-ACTIVATIONS = ("task", "explicit-only", "task-or-explicit", "path", "path-or-explicit")
 OPTIONAL_KINDS = {"enabled rules": "rule", "enabled profiles": "profile", "enabled areas": "area"}
 META_KEYS = ("status", "scope", "subject", "facet", "evidence", "supersedes", "superseded-by")
 STATUSES = ("active", "superseded")
@@ -241,6 +241,22 @@ def read_manifest(path: Path, issues: _Issues) -> Manifest:
             issues.add(file, module.line, f'module "{module.file}" is activated by task but lists no tasks', "tasks")
         elif module.activation.startswith("path") and not module.paths:
             issues.add(file, module.line, f'module "{module.file}" is activated by path but lists no paths', "paths")
+        elif module.tasks and not module.activation.startswith("task"):
+            why = f'module "{module.file}" lists tasks, but its activation is "{module.activation}"'
+            issues.add(file, module.line, why, "tasks")
+        elif module.paths and not module.activation.startswith("path"):
+            why = f'module "{module.file}" lists paths, but its activation is "{module.activation}"'
+            issues.add(file, module.line, why, "paths")
+        elif not module.activation.startswith("task") and (
+            loader := next((c for c, loads in manifest.load.items() if any(n == module.name for n, _ in loads)), None)
+        ):
+            issues.add(
+                file,
+                module.line,
+                f'Load by task "{loader}" names "{module.file}", whose activation "{module.activation}" '
+                "admits no task trigger",
+                "activation",
+            )
     return manifest
 
 
@@ -444,4 +460,6 @@ def _frame(manifest: Manifest, module_ids: dict[str, list[str]], units: list[dic
         },
         "modules": {name: ids for name, ids in sorted(module_ids.items())},
         "explicit_only": sorted(set(explicit)),
+        # every indexed module keeps its kind: a trigger it does not name is refused, not obeyed
+        "activation": {m.name: m.activation for m in sorted(manifest.optional, key=lambda m: m.name)},
     }

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
+from selection.engine.routing.codes import ACTIVATION_TRIGGERS, ACTIVATIONS, TRIGGER_TASK
 from selection.engine.routing.types import RoutingInputs, RoutingPolicy, TaskCategory
 
-ROUTING_FRAME_KEYS = ("task_categories", "modules", "explicit_only")
+ROUTING_FRAME_KEYS = ("task_categories", "modules", "explicit_only", "activation")
 CATEGORY_KEYS = ("work_types", "load", "load_if_present", "needs_scope")
 TASK_ROUTING_KEYS = ("task_category", "paths", "overlays")
 
@@ -46,13 +47,42 @@ def check_routing_policy(
     explicit: tuple[str, ...] = ()
     if "explicit_only" in known:
         explicit = report.string_list(known["explicit_only"], place.at("explicit_only")) or ()
+    activation: list[tuple[str, str]] = []
+    if "activation" in known:
+        activation = _activation(known["activation"], place.at("activation"), report, categories, explicit)
     if len(report) > before:
         return None
     return RoutingPolicy(
         task_categories=tuple(sorted(categories, key=lambda c: c.name)),
         modules=tuple(sorted(modules)),
         explicit=tuple(sorted(set(explicit))),
+        activation=tuple(sorted(activation)),
     )
+
+
+def _activation(
+    value: Any, place: Place, report: Report, categories: list[TaskCategory], explicit: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    """`activation`: module name or unit id -> kind; a kind admits only the triggers it names."""
+    if not isinstance(value, dict):
+        report.add(place, f"expected a mapping of module name to activation kind, got {describe(value)}")
+        return []
+    out: list[tuple[str, str]] = []
+    for name, kind in value.items():
+        at = place.at(name)
+        if not (isinstance(name, str) and name.strip()):
+            report.add(place, f"module name {describe(name)} must be a non-empty string")
+        elif kind not in ACTIVATIONS:
+            report.add(at, f"activation {describe(kind)} is not one of {', '.join(ACTIVATIONS)}")
+        elif TRIGGER_TASK not in ACTIVATION_TRIGGERS[kind] and (
+            loader := next((c.name for c in categories if name in c.load or name in c.load_if_present), None)
+        ):
+            report.add(at, f'activation "{kind}" admits no task trigger, but task category "{loader}" loads {name}')
+        elif name in explicit and kind != "explicit-only":
+            report.add(at, f'{name} is in explicit_only, but its activation is "{kind}"')
+        else:
+            out.append((name, kind))
+    return out
 
 
 def _category(name: Any, spec: Any, place: Place, report: Report, work_types: set[str] | None) -> TaskCategory | None:

@@ -49,6 +49,8 @@ def write_fixture(tmp_path: Path) -> Path:
         ("manifest.md", "## Always load", "## Sometimes load", "unknown manifest section"),
         ("manifest.md", "  - activation: explicit-only", "  - activation: whenever", 'activation "whenever"'),
         ("decisions.md", "Superseded-By: MC-DEC-20260926-00000002", "Superseded-By: MC-DEC-1", "no module entry"),
+        ("manifest.md", "- `areas/web.md`\n", "- `areas/web.md`\n  - tasks: review\n", "lists tasks"),
+        ("manifest.md", "- `rules/output.md`\n", "- `rules/output.md`\n  - paths: `cli/*`\n", "lists paths"),
     ],
 )
 def test_anything_not_understood_is_an_error_naming_file_and_line(tmp_path, file, old, new, message):
@@ -135,3 +137,108 @@ def test_import_memory_routes_as_the_manifest_says_and_reimport_is_a_new_version
         "mc-dec-20260926-00000002",
         "mc-dec-20261001-00000003",
     ]
+
+
+KINDS_MANIFEST = """# Kinds manifest
+
+## Always load
+
+- `brief.md`
+
+## Load by task
+
+### Implementation
+Load: `brief.md`
+
+### Planning
+Load: `brief.md`
+
+## Optional module index
+
+### Enabled rules
+
+- `rules/task.md`
+  - activation: task
+  - tasks: implementation
+- `rules/either.md`
+  - activation: task-or-explicit
+  - tasks: implementation
+
+### Enabled profiles
+
+- `profiles/asked.md`
+  - activation: explicit-only
+
+### Enabled areas
+
+- `areas/path.md`
+  - activation: path
+  - paths: `src/**`
+- `areas/either.md`
+  - activation: path-or-explicit
+  - paths: `src/**`
+"""
+
+# module -> trigger -> (disposition, reason); explicit requests a kind does not name are refused
+KINDS_TABLE = {
+    "rules/task": {
+        "task": ("loaded", "ROUTE_TASK"),
+        "path": ("skipped", "SKIP_TASK_MISMATCH"),
+        "explicit": ("invalid", "ROUTE_INVALID"),
+    },
+    "rules/either": {
+        "task": ("loaded", "ROUTE_TASK"),
+        "path": ("skipped", "SKIP_TASK_MISMATCH"),
+        "explicit": ("loaded", "ROUTE_EXPLICIT"),
+    },
+    "profiles/asked": {
+        "task": ("skipped", "SKIP_NOT_REQUESTED"),
+        "path": ("skipped", "SKIP_NOT_REQUESTED"),
+        "explicit": ("loaded", "ROUTE_EXPLICIT"),
+    },
+    "areas/path": {
+        "task": ("skipped", "SKIP_SCOPE_MISSING"),
+        "path": ("loaded", "ROUTE_PATH"),
+        "explicit": ("invalid", "ROUTE_INVALID"),
+    },
+    "areas/either": {
+        "task": ("skipped", "SKIP_SCOPE_MISSING"),
+        "path": ("loaded", "ROUTE_PATH"),
+        "explicit": ("loaded", "ROUTE_EXPLICIT"),
+    },
+}
+
+
+def test_imported_activation_kinds_admit_exactly_the_triggers_they_name(db, tmp_path):
+    memory = tmp_path / "kinds" / "docs" / "memory"
+    for name in ("brief", *KINDS_TABLE):
+        (memory / f"{name}.md").parent.mkdir(parents=True, exist_ok=True)
+        (memory / f"{name}.md").write_text(f"# {name}\n\nThe {name} module of the kinds repo.\n", encoding="utf-8")
+    (memory / "manifest.md").write_text(KINDS_MANIFEST, encoding="utf-8")
+    repo = str(tmp_path / "kinds")
+    call_command("import_memory", repo, "--corpus", "kinds", "--project", "kinds", stdout=io.StringIO())
+
+    def run(*args):
+        out, status = io.StringIO(), 0
+        try:
+            call_command("select", "--project", "kinds", "--query", "change the module", "--json", *args, stdout=out)
+        except CommandError as error:
+            status = error.returncode
+        return status, json.loads(out.getvalue())["routing"]
+
+    got: dict[str, dict[str, tuple[str, str]]] = {name: {} for name in KINDS_TABLE}
+    for name in KINDS_TABLE:
+        unit = name.replace("/", ".")
+        for trigger, args in (
+            ("task", ("--task-category", "implementation")),
+            ("path", ("--task-category", "planning", "--path", "src/k.py")),
+            ("explicit", ("--task-category", "planning", "--path", "docs/k.md", "--overlay", name)),
+        ):
+            status, routing = run(*args, "--strict-routing")
+            d = next(d for d in routing["dispositions"] if d["unit"] == unit)
+            got[name][trigger] = (d["disposition"], d["reason"])
+            if d["reason"] == "ROUTE_INVALID":
+                assert routing["completeness"] == "INVALID" and status == 2, (name, trigger)
+            elif trigger != "task":  # the task trigger leaves the path areas unscoped: INCOMPLETE
+                assert routing["completeness"] == "COMPLETE" and status == 0, (name, trigger, routing["problems"])
+    assert got == KINDS_TABLE

@@ -291,3 +291,32 @@ def test_trace_page_and_diff_show_completeness_dispositions_and_refusal(rlab, cl
     html = client.get(reverse("trace-diff"), {"a": loose["trace_id"], "b": refused["trace_id"]}).content.decode()
     assert "routing completeness" in html and "routing a-storage" in html
     assert "loaded ROUTE_PATH" in html and "skipped SKIP_SCOPE_MISSING" in html
+
+
+@pytest.mark.parametrize(
+    ("activation", "message"),
+    [
+        ("{areas/storage: sometimes}", 'activation "sometimes" is not one of task, explicit-only'),
+        ("{rules/output: path}", 'task category "implementation" loads rules/output'),
+    ],
+)
+def test_frame_activation_kinds_are_checked_on_import(db, tmp_path, activation, message):
+    from selection.corpus import CorpusError, read_corpus
+
+    corpus = ROUTING_CORPUS.replace("      modules:\n", f"      activation: {activation}\n      modules:\n")
+    with pytest.raises(CorpusError) as caught:
+        read_corpus(write_corpus(tmp_path / "r", corpus=corpus))
+    issue = next(i for i in caught.value.issues if message in i.message)
+    assert issue.file == "corpus.yaml" and "activation" in issue.location
+
+
+def test_frame_activation_refuses_an_explicit_request_for_a_path_only_area(db, tmp_path):
+    from selection.importing import corpus_import
+
+    corpus = ROUTING_CORPUS.replace("      modules:\n", "      activation: {areas/storage: path}\n      modules:\n")
+    corpus_import(write_corpus(tmp_path / "r", corpus=corpus))
+    status, doc = select_json("--task-category", "implementation", "--overlay", "areas/storage", "--strict-routing")
+    assert status == 2 and doc["routing"]["completeness"] == "INVALID"
+    assert {"unit": "a-storage", "disposition": "invalid", "reason": "ROUTE_INVALID"} in doc["routing"]["dispositions"]
+    status, doc = select_json("--task-category", "implementation", "--path", "cli/a.py", "--strict-routing")
+    assert status == 0 and doc["routing"]["completeness"] == "COMPLETE"

@@ -68,6 +68,18 @@ ROUTE_DISPOSITION: dict[RouteCode, RouteDisposition] = {
     RouteCode.ROUTE_INVALID: RouteDisposition.INVALID,
 }
 
+# a module's activation kind (the markdown manifest's `activation:`, the frame's `activation`) and
+# the triggers it admits; a trigger it does not name is refused (ROUTE_INVALID), never obeyed
+TRIGGER_TASK, TRIGGER_PATH, TRIGGER_EXPLICIT = "task", "path", "explicit"
+ACTIVATION_TRIGGERS: dict[str, frozenset[str]] = {
+    "task": frozenset({TRIGGER_TASK}),
+    "explicit-only": frozenset({TRIGGER_EXPLICIT}),
+    "task-or-explicit": frozenset({TRIGGER_TASK, TRIGGER_EXPLICIT}),
+    "path": frozenset({TRIGGER_PATH}),
+    "path-or-explicit": frozenset({TRIGGER_PATH, TRIGGER_EXPLICIT}),
+}
+ACTIVATIONS: tuple[str, ...] = tuple(ACTIVATION_TRIGGERS)
+
 # envelope admission order: root constraints first, then task, path and explicit routes
 LOAD_ORDER: tuple[RouteCode, ...] = (
     RouteCode.ROUTE_ALWAYS,

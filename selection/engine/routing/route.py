@@ -14,8 +14,12 @@ from datetime import datetime
 
 from ..types import Unit
 from .codes import (
+    ACTIVATION_TRIGGERS,
     LOAD_ORDER,
     ROUTE_DISPOSITION,
+    TRIGGER_EXPLICIT,
+    TRIGGER_PATH,
+    TRIGGER_TASK,
     Completeness,
     ConflictCode,
     LocalCode,
@@ -175,6 +179,21 @@ def route(
         return (name,) if corpus.own(name, project) else ()
 
     explicit_ids = {uid: name for name in policy.explicit for uid in resolve(name)}
+    # activation kind of each unit, and the module that gave it: only its triggers load the unit
+    kinds: dict[str, tuple[str, str]] = {uid: ("explicit-only", name) for uid, name in explicit_ids.items()}
+    for name, kind in policy.activation:
+        for uid in resolve(name):
+            kinds[uid] = (kind, name)
+
+    def admits(uid: str, trigger: str) -> bool:
+        kind = kinds.get(uid)
+        return kind is None or trigger in ACTIVATION_TRIGGERS.get(kind[0], frozenset())
+
+    def not_admitted(uid: str, what: str) -> str:
+        kind, module = kinds[uid]
+        return f'{what}, but {module} has activation "{kind}", which does not admit it'
+
+    refused: dict[str, str] = {}  # unit -> why a trigger that fired is not admitted
     overlay_ids: dict[str, str] = {}
     for name in inputs.overlays:
         ids = resolve(name)
@@ -182,7 +201,10 @@ def route(
             invalid = True
             problems.append(f'overlay "{name}" names no module or unit of project "{project}"')
         for uid in ids:
-            overlay_ids.setdefault(uid, name)
+            if admits(uid, TRIGGER_EXPLICIT):
+                overlay_ids.setdefault(uid, name)
+            else:
+                refused.setdefault(uid, not_admitted(uid, f'requested by overlay "{name}"'))
 
     task_ids: dict[str, str] = {}  # loaded by the declared category
     other_task_ids: dict[str, str] = {}  # loaded only by other categories
@@ -193,7 +215,10 @@ def route(
                 ids = resolve(name)
                 if cat is category:
                     for uid in ids:
-                        task_ids.setdefault(uid, cat.name)
+                        if admits(uid, TRIGGER_TASK):
+                            task_ids.setdefault(uid, cat.name)
+                        else:
+                            refused.setdefault(uid, not_admitted(uid, f'loaded by task category "{cat.name}"'))
                     if not ids:
                         code = RouteCode.MISSING_REQUIRED if required else RouteCode.MISSING_OPTIONAL
                         detail = f'task category "{cat.name}" loads "{name}", which the corpus lacks'
@@ -203,13 +228,14 @@ def route(
                             problems.append(f"required module missing: {detail}")
                 else:
                     for uid in ids:
-                        other_task_ids.setdefault(uid, cat.name)
+                        if admits(uid, TRIGGER_TASK):
+                            other_task_ids.setdefault(uid, cat.name)
 
     scoped = bool(paths or inputs.overlays)
     needs_scope = category.needs_scope if category is not None else True
     dispositions: dict[str, UnitDisposition] = {}
     own = {u.id: u for u in corpus.root_and_areas.get(project, ())}
-    for uid in (*explicit_ids, *task_ids, *other_task_ids, *overlay_ids):
+    for uid in (*explicit_ids, *task_ids, *other_task_ids, *overlay_ids, *refused):
         own[uid] = corpus.by_id[uid]
     governed = sorted(own)
     area_skipped_for_scope = False
@@ -222,6 +248,12 @@ def route(
             problems.append(f"unit {uid}: {error}")
             dispositions[uid] = _disposition(uid, RouteCode.ROUTE_INVALID, str(error))
             continue
+        if patterns and not admits(uid, TRIGGER_PATH):
+            detail = not_admitted(uid, f"routed by paths {', '.join(patterns)}")
+            invalid = True
+            problems.append(f"unit {uid}: {detail}")
+            dispositions[uid] = _disposition(uid, RouteCode.ROUTE_INVALID, detail)
+            continue
         hit = next((p for p in paths for pat in patterns if matches(pat, p)), None)
         if unit.root:
             code, detail = RouteCode.ROUTE_ALWAYS, "root constraint: part of the baseline envelope"
@@ -231,6 +263,8 @@ def route(
             code, detail = RouteCode.ROUTE_PATH, f"path {hit} matches {', '.join(patterns)}"
         elif uid in overlay_ids:
             code, detail = RouteCode.ROUTE_EXPLICIT, f'requested by overlay "{overlay_ids[uid]}"'
+        elif uid in refused:
+            code, detail = RouteCode.ROUTE_INVALID, refused[uid]
         elif patterns and paths:
             code, detail = RouteCode.SKIP_NO_PATH_MATCH, f"no path in scope matches {', '.join(patterns)}"
         elif patterns and not scoped and needs_scope:
@@ -251,6 +285,9 @@ def route(
         else:
             code, detail = RouteCode.SKIP_NOT_REQUESTED, "loaded only when an overlay names it"
         dispositions[uid] = _disposition(uid, code, detail)
+    for uid, why in sorted(refused.items()):
+        invalid = True  # a trigger the activation does not name: the request or the frame breaks the rules
+        problems.append(f"unit {uid}: {why}")
     if area_skipped_for_scope:
         incomplete = True
         problems.append(

@@ -29,6 +29,9 @@ class RoutingPolicy:
     # module name -> the unit ids it holds (a markdown module file with several entries)
     modules: tuple[tuple[str, tuple[str, ...]], ...] = ()
     explicit: tuple[str, ...] = ()  # modules or unit ids that only an explicit overlay loads
+    # module name or unit id -> activation kind (codes.ACTIVATIONS): the only triggers it admits;
+    # a name without one admits every trigger (an `explicit` name: only an overlay)
+    activation: tuple[tuple[str, str], ...] = ()
 
     def category(self, name: str) -> TaskCategory | None:
         for category in self.task_categories:
@@ -38,7 +41,7 @@ class RoutingPolicy:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.task_categories or self.modules or self.explicit)
+        return not (self.task_categories or self.modules or self.explicit or self.activation)
 
 
 @dataclass(frozen=True)

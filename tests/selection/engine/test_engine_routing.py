@@ -311,3 +311,74 @@ def test_verify_rerun_compares_routing_too():
     assert check.ok
     check = {c.name: c for c in check_rerun(stored, stored.bundle_digest, other)}["re-run routing"]
     assert not check.ok and "routing a-storage" in check.actual
+
+
+# -- activation kinds: each admits exactly the triggers it names ---------------------------------
+
+# (kind, trigger) -> (disposition, reason, completeness); written out, not derived from codes.py
+ACTIVATION_TABLE = {
+    ("task", "task"): ("loaded", "ROUTE_TASK", "COMPLETE"),
+    ("task", "path"): ("invalid", "ROUTE_INVALID", "INVALID"),
+    ("task", "explicit"): ("invalid", "ROUTE_INVALID", "INVALID"),
+    ("explicit-only", "task"): ("invalid", "ROUTE_INVALID", "INVALID"),
+    ("explicit-only", "path"): ("invalid", "ROUTE_INVALID", "INVALID"),
+    ("explicit-only", "explicit"): ("loaded", "ROUTE_EXPLICIT", "COMPLETE"),
+    ("task-or-explicit", "task"): ("loaded", "ROUTE_TASK", "COMPLETE"),
+    ("task-or-explicit", "path"): ("invalid", "ROUTE_INVALID", "INVALID"),
+    ("task-or-explicit", "explicit"): ("loaded", "ROUTE_EXPLICIT", "COMPLETE"),
+    ("path", "task"): ("invalid", "ROUTE_INVALID", "INVALID"),
+    ("path", "path"): ("loaded", "ROUTE_PATH", "COMPLETE"),
+    ("path", "explicit"): ("invalid", "ROUTE_INVALID", "INVALID"),
+    ("path-or-explicit", "task"): ("invalid", "ROUTE_INVALID", "INVALID"),
+    ("path-or-explicit", "path"): ("loaded", "ROUTE_PATH", "COMPLETE"),
+    ("path-or-explicit", "explicit"): ("loaded", "ROUTE_EXPLICIT", "COMPLETE"),
+}
+
+
+@pytest.mark.parametrize(("kind", "trigger"), sorted(ACTIVATION_TABLE))
+def test_each_activation_kind_admits_exactly_the_triggers_it_names(kind, trigger):
+    """One module `m` of one unit `x`; the trigger fires by the task category, a path or an overlay.
+
+    The unit carries `paths` when its kind is path-activated or the trigger is a path (a frame
+    whose unit has paths its activation does not admit is itself refused)."""
+    paths = ("cli/**",) if kind.startswith("path") or trigger == "path" else ()
+    units = [*mini_units(), mk("x", "Module x: one governed rule.", "rule", paths=paths)]
+    policy = RoutingPolicy(
+        task_categories=(
+            TaskCategory("impl", ("review",), load_if_present=("m",) if trigger == "task" else (), needs_scope=False),
+        ),
+        modules=(("m", ("x",)),),
+        activation=(("m", kind),),
+    )
+    inputs = {
+        "task": RoutingInputs(task_category="impl"),
+        "path": RoutingInputs(task_category="impl", paths=("cli/a.py",)),
+        "explicit": RoutingInputs(task_category="impl", overlays=("m",)),
+    }[trigger]
+    report = route(units, project="alpha", policy=policy, inputs=inputs)
+    d = report.disposition("x")
+    assert (d.disposition, d.reason, report.completeness) == ACTIVATION_TABLE[(kind, trigger)]
+    if d.reason == "ROUTE_INVALID":
+        assert f'activation "{kind}"' in d.detail and "does not admit it" in d.detail
+        assert "x" not in report.envelope
+        assert any(f'activation "{kind}"' in p for p in report.problems)
+        assert strict_refusal(report)[0] == 2
+    else:
+        assert report.envelope == ("x",) and strict_refusal(report) == (0, "")
+
+
+def test_an_explicit_request_for_a_path_only_area_is_refused_even_when_a_path_loads_it():
+    units = [*mini_units(), mk("x", "Module x: one governed rule.", "rule", paths=("cli/**",))]
+    policy = RoutingPolicy(
+        task_categories=(TaskCategory("impl", ("review",)),), modules=(("m", ("x",)),), activation=(("m", "path"),)
+    )
+    inputs = RoutingInputs(task_category="impl", paths=("cli/a.py",), overlays=("x",))
+    report = route(units, project="alpha", policy=policy, inputs=inputs)
+    assert report.disposition("x").reason == "ROUTE_PATH"  # what loaded it; the overlay did not
+    assert report.completeness == "INVALID"
+    assert any('requested by overlay "x"' in p for p in report.problems)
+
+
+def test_a_name_without_activation_admits_every_trigger_as_before():
+    report = run_route(task_category="implementation", overlays=("areas/storage",))
+    assert reason(report, "a-storage") == "ROUTE_EXPLICIT" and report.completeness == "COMPLETE"
