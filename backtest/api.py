@@ -19,7 +19,7 @@ from governance import selectors as governance_selectors
 from governance import services as governance_services
 from selection.api_fields import Id, JsonObject, Text
 
-from . import selectors, services
+from . import review_card, selectors, services
 
 router = Router(tags=["backtest"])
 
@@ -64,6 +64,18 @@ class TaskRowOut(Schema):
     metrics: dict[str, dict[str, float | None]] = Field(description="metric -> baseline, candidate, delta")
 
 
+class WorseOut(Schema):
+    metric: str
+    baseline: float
+    candidate: float
+
+
+class RegressedTaskOut(Schema):
+    task: str = Field(description="the task's uid, what an approval lists in `acknowledged`")
+    worse: list[WorseOut]
+    diff_url: str | None
+
+
 class BacktestOut(Schema):
     id: int
     url: str
@@ -86,12 +98,24 @@ class BacktestOut(Schema):
     reviews: list[ApprovalOut] = Field(default_factory=list, description="every review, oldest first")
     reviews_summary: str = Field("", description="where the reviews stand against the approval policy")
     review_blockers: list[str]
+    regressed_tasks: list[RegressedTaskOut] = Field(
+        default_factory=list,
+        description="tasks the candidate made worse on any quality metric; approving acknowledges each",
+    )
     tasks: list[TaskRowOut]
 
 
 class ReviewIn(Schema):
     verdict: Literal["approve", "reject"]
     comment: Text = Field("", max_length=20_000, description="required to reject")
+    acknowledged: list[Text] = Field(
+        default_factory=list,
+        max_length=10_000,
+        description=(
+            "to approve: the uid of every task the backtest made worse (its `regressed_tasks`); "
+            "an approval missing one is refused with 422 naming them"
+        ),
+    )
 
 
 class ProposalIn(Schema):
@@ -198,6 +222,16 @@ def _backtest(backtest) -> dict:
         "reviews": [_review(a) for a in reviews],
         "reviews_summary": tally.summary,
         "review_blockers": selectors.review_blockers(backtest=backtest) if decision is not None else [],
+        "regressed_tasks": [
+            {
+                "task": r.task,
+                "worse": [{"metric": w.metric, "baseline": w.baseline, "candidate": w.candidate} for w in r.worse],
+                "diff_url": r.diff_url,
+            }
+            for r in review_card.regressed_tasks(backtest=backtest)
+        ]
+        if decision is not None
+        else [],
         "tasks": [
             {
                 "task": row.task,
@@ -229,7 +263,13 @@ def backtest_detail(request, backtest_id: Id):
 )
 def backtest_review(request, backtest_id: Id, body: ReviewIn):
     backtest = selectors.backtest_by_id(backtest_id=backtest_id)
-    services.backtest_review(backtest=backtest, reviewer=request.auth, verdict=body.verdict, comment=body.comment)
+    services.backtest_review(
+        backtest=backtest,
+        reviewer=request.auth,
+        verdict=body.verdict,
+        comment=body.comment,
+        acknowledged=body.acknowledged,
+    )
     return Status(201, _backtest(selectors.backtest_by_id(backtest_id=backtest_id)))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
@@ -36,7 +37,7 @@ from selection.scoring import ledgers_for_tasks
 from selection.services import SelectionInputs, embed_queries, selection_run, trace_write
 
 from . import gates as gate_rules
-from . import selectors
+from . import review_card, selectors
 from .models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
 from .taskset import project_tasks, tasks_digest
 
@@ -56,6 +57,25 @@ class BacktestError(RuntimeError):
 
 class ReviewRefused(GovernanceError):
     """A review that cannot be recorded: the backtest is not finished, already reviewed, ..."""
+
+
+class RegressionsUnacknowledged(ReviewRefused):
+    """An approval that has not acknowledged every task the backtest made worse.
+
+    A field error, not a conflict of state: the API answers 422 naming `acknowledged` (the
+    GovernanceError handler reads `status` and `fields`), the page ticks the boxes still to tick.
+    """
+
+    status = 422
+
+    def __init__(self, tasks: list[str]):
+        self.tasks = list(tasks)
+        self.fields = [
+            (("body", "acknowledged"), f"not acknowledged: {', '.join(self.tasks)}"),
+        ]
+        super().__init__(
+            f"acknowledge each task that got worse before approving: {', '.join(self.tasks)}"
+        )
 
 
 def _gates_of(snapshot: dict) -> dict:
@@ -393,12 +413,18 @@ def backtest_fail(*, backtest_id: int, error: str) -> Backtest:
 # --- reviews -------------------------------------------------------------------------------------
 
 
-def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str = "") -> Approval:
+def backtest_review(
+    *, backtest: Backtest, reviewer, verdict: str, comment: str = "", acknowledged: Iterable[str] = ()
+) -> Approval:
     """A reviewer's verdict, bound to this exact backtest: candidate version, task set, engine.
 
     Four eyes: the proposal's author never reviews it, each reviewer gives one verdict, and the
     project's approval policy (its current frame's `approval` key) says when the tally is enough.
+    The gates compare means, so one task can fall while they pass: an approval names each task the
+    backtest made worse (review_card.regressed_tasks) in `acknowledged`, or it is refused with
+    RegressionsUnacknowledged listing the rest. A rejection needs no acknowledgement.
     """
+    acknowledged = [str(a) for a in acknowledged or ()]
     project = backtest.proposal.project
     access.access_review(reviewer, project)
     if verdict not in ApprovalVerdict.values:
@@ -415,6 +441,10 @@ def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str 
             blockers = [f"backtest #{backtest.pk} failed its gates: it can be rejected, not approved"]
         if blockers:
             raise ReviewRefused("; ".join(blockers))
+        regressed = review_card.regressed_tasks(backtest=backtest) if verdict == ApprovalVerdict.APPROVE else []
+        missing = review_card.missing_acknowledgements(regressed, acknowledged)
+        if missing:
+            raise RegressionsUnacknowledged(missing)
         approval = Approval.objects.create(
             backtest=backtest,
             frame_version_id=backtest.candidate_version_id,
@@ -439,6 +469,8 @@ def backtest_review(*, backtest: Backtest, reviewer, verdict: str, comment: str 
                 "task_set_digest": backtest.task_set_digest,
                 "engine_version": backtest.engine_version,
                 "comment": comment,
+                # the regressed tasks this approval looked at, in the backtest's task order
+                "acknowledged": [r.task for r in regressed],
                 "tally": selectors.review_tally(backtest).summary,
             },
         )

@@ -22,7 +22,7 @@ from governance import selectors as governance_selectors
 
 from . import review_card, selectors, services
 from .forms import ReviewForm
-from .models import ApprovalVerdict, Backtest, BacktestStatus
+from .models import Backtest, BacktestStatus
 
 
 def _url(name: str, *args) -> str | None:
@@ -167,25 +167,23 @@ def proposal_review(request, pk: int):
         proposal=proposal,
     )
     acknowledged = tuple(request.POST.getlist("acknowledged"))
-    if form.cleaned_data["verdict"] == ApprovalVerdict.APPROVE:
-        # someone who may not review hears 403 (from the service's own check) before being asked
-        # for acknowledgements; the gates compare means, so each task that got worse must be seen
-        access.access_review(request.user, proposal.project)
-        missing = review_card.missing_acknowledgements(review_card.regressed_tasks(backtest=backtest), acknowledged)
-        if missing:
-            form.add_error(
-                None,
-                f"Acknowledge each task that got worse before approving: {', '.join(missing)} "
-                f"(tick {'it' if len(missing) == 1 else 'them'} in the review card).",
-            )
-            return proposal_detail(request, pk, review_form=form, status=400, acknowledged=acknowledged)
     try:
+        # the service checks the role, then that each task that got worse is acknowledged
         services.backtest_review(
             backtest=backtest,
             reviewer=request.user,
             verdict=form.cleaned_data["verdict"],
             comment=form.cleaned_data["comment"],
+            acknowledged=acknowledged,
         )
+    except services.RegressionsUnacknowledged as error:
+        missing = error.tasks
+        form.add_error(
+            None,
+            f"Acknowledge each task that got worse before approving: {', '.join(missing)} "
+            f"(tick {'it' if len(missing) == 1 else 'them'} in the review card).",
+        )
+        return proposal_detail(request, pk, review_form=form, status=400, acknowledged=acknowledged)
     except services.ReviewRefused as error:
         form.add_error(None, str(error))
         return proposal_detail(request, pk, review_form=form, status=400)

@@ -227,8 +227,13 @@ def _token_refused(request, exc):
 
 @api.exception_handler(GovernanceError)
 def _governance_refused(request, exc):
-    # a review or backtest refused by the state it finds (backtest.services' errors derive from it)
-    return problem(request, 409, "Refused", str(exc), slug="refused")
+    # a review or backtest refused by the state it finds (backtest.services' errors derive from it);
+    # one refused for a field instead (an approval missing acknowledgements) says so with `status`
+    # and `fields`, (location, detail) pairs
+    status = getattr(exc, "status", 409)
+    errors = [_field(location, detail) for location, detail in getattr(exc, "fields", ())]
+    title = "Refused" if status == 409 else "Invalid request"
+    return problem(request, status, title, str(exc), slug="refused", errors=errors)
 
 
 @api.exception_handler(StrictRoutingRefused)

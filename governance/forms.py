@@ -80,7 +80,10 @@ class ProposeForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3, "data-chips": "default"}), required=False, help_text=LINES_HELP
     )
     class_pull = forms.IntegerField(
-        required=False, help_text="candidates guaranteed per preferred class"
+        required=False,
+        min_value=0,
+        help_text="candidates guaranteed per preferred class",
+        widget=forms.NumberInput(attrs={"data-stepper": "class pull", "min": 0}),
     )
     open_loop_work_types = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False, help_text=LINES_HELP
@@ -99,13 +102,23 @@ class ProposeForm(forms.Form):
         help_text="one or two sentences, for frame builders (optional)",
     )
     new_wt_cues = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "data-chips": "the new work type", "data-chip-kind": "cue"}),
         required=False,
         label="Its cues",
         help_text="words or phrases that signal it, one per line (optional)",
     )
     gate_primary = forms.ChoiceField(required=False, label="Primary metric")
-    gate_min_improvement = forms.FloatField(required=False, label="Minimum improvement")
+    gate_min_improvement = forms.FloatField(
+        required=False,
+        label="Minimum improvement (the threshold)",
+        help_text="the primary metric's mean must rise by more than this",
+        widget=forms.NumberInput(attrs={"step": "any"}),
+    )
+    gate_require_interval = forms.BooleanField(
+        required=False,
+        label="Require the 95 % interval to clear the threshold",
+        help_text="judge the primary gate and max_drop / max_rise on the paired-bootstrap interval",
+    )
     raw_patch = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
         required=False,
@@ -137,6 +150,7 @@ class ProposeForm(forms.Form):
             open_loop_work_types=_joined(base.get("open_loop_work_types")),
             gate_primary=gates.get("primary", ""),
             gate_min_improvement=gates.get("min_improvement"),
+            gate_require_interval=gates.get("require_interval") is True,
         )
         self.work_type_names = sorted(base.get("work_types") or {})
         for name in self.work_type_names:
@@ -158,7 +172,7 @@ class ProposeForm(forms.Form):
                 label=f"{name}: description",
             )
             self.fields[f"wt_cues__{name}"] = forms.CharField(
-                widget=forms.Textarea(attrs={"rows": 2}),
+                widget=forms.Textarea(attrs={"rows": 2, "data-chips": name, "data-chip-kind": "cue"}),
                 required=False,
                 label=f"{name}: cues",
                 help_text=LINES_HELP,
@@ -196,6 +210,9 @@ class ProposeForm(forms.Form):
             (self[f"wt__{n}"], self[f"wt_remove__{n}"], self[f"wt_desc__{n}"], self[f"wt_cues__{n}"])
             for n in self.work_type_names
         ]
+
+    def limit_bounds(self):
+        return LIMIT_BOUNDS
 
     def limit_fields(self):
         return [
@@ -302,6 +319,10 @@ class ProposeForm(forms.Form):
             gates["min_improvement"] = _number(data["gate_min_improvement"])
         else:
             gates.pop("min_improvement", None)
+        if data.get("gate_require_interval"):
+            gates["require_interval"] = True
+        else:
+            gates.pop("require_interval", None)
         base_limits = (self.base.get("gates") or {}).get("limits")
         base_limits = base_limits if isinstance(base_limits, list) else []
         limits = []
@@ -364,6 +385,8 @@ class ProposeForm(forms.Form):
                 return "gate_primary"
             if path[1] == "min_improvement":
                 return "gate_min_improvement"
+            if path[1] == "require_interval":
+                return "gate_require_interval"
             if (
                 path[1] == "limits"
                 and len(path) > 2

@@ -67,8 +67,14 @@ def test_the_readme_journey(celery_worker_process, client, sift_users, capsys):
     assert backtest["progress"]["done"] == backtest["progress"]["total"]
 
     assert backtest["decision"]["passed"], backtest["decision"]
+    # as the README does: each task that got worse is acknowledged
     reviewed = reviewer.post(
-        f"{backtest_url}/reviews", {"verdict": "approve", "comment": "checked the per-task deltas"}
+        f"{backtest_url}/reviews",
+        {
+            "verdict": "approve",
+            "comment": "checked the per-task deltas",
+            "acknowledged": [r["task"] for r in backtest["regressed_tasks"]],
+        },
     )
     assert reviewed.status_code == 201, reviewed.content
     promoted = lead.post(f"/proposals/{proposed.json()['id']}/promotion")

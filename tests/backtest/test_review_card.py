@@ -95,3 +95,74 @@ def test_a_replayed_trace_links_back_to_its_backtest(client, sift_users):
     html = client.get(reverse("trace-detail", args=[trace_id])).content.decode()
     origin = html[html.index('id="trace-origin"') :]
     assert f'href="{reverse("backtest-detail", args=[backtest.pk])}"' in origin[: origin.index("</p>")]
+
+
+def test_the_service_refuses_an_approval_missing_an_acknowledgement(sift_users):
+    # the one path every interface takes: a command or the API cannot approve past a regression
+    from backtest import review_card
+
+    backtest, decision = _finished("wider-class-pull")
+    assert decision.passed
+    regressed = [r.task for r in review_card.regressed_tasks(backtest=backtest)]
+    assert regressed
+    with pytest.raises(services.RegressionsUnacknowledged) as refused:
+        services.backtest_review(
+            backtest=backtest, reviewer=sift_users["reviewer"], verdict="approve", acknowledged=regressed[1:]
+        )
+    assert refused.value.tasks == regressed[:1]
+    assert regressed[0] in str(refused.value)
+    assert not Approval.objects.filter(backtest=backtest).exists()
+    # a task that did not get worse acknowledges nothing
+    with pytest.raises(services.RegressionsUnacknowledged):
+        services.backtest_review(
+            backtest=backtest,
+            reviewer=sift_users["reviewer"],
+            verdict="approve",
+            acknowledged=["not-a-task", *regressed[1:]],
+        )
+    approval = services.backtest_review(
+        backtest=backtest, reviewer=sift_users["reviewer"], verdict="approve", acknowledged=regressed
+    )
+    assert approval.verdict == "approve"
+    from authority.models import AuditEntry
+
+    entry = AuditEntry.objects.filter(action="backtest.approved").latest("pk")
+    assert entry.payload["acknowledged"] == regressed
+
+
+def test_the_api_lists_the_regressed_tasks_and_refuses_an_approval_missing_one(client, sift_users):
+    from backtest import review_card
+    from governance import tokens
+
+    backtest, _decision = _finished("wider-class-pull")
+    secret = tokens.token_create(
+        user=sift_users["reviewer"], name="test", project=backtest.proposal.project, role="reviewer", days=7
+    ).secret
+    headers = {"Authorization": f"Bearer {secret}"}
+    url = f"/api/v1/backtests/{backtest.pk}"
+    doc = client.get(url, headers=headers).json()
+    regressed = [r.task for r in review_card.regressed_tasks(backtest=backtest)]
+    assert [r["task"] for r in doc["regressed_tasks"]] == regressed
+    assert all(r["worse"] and r["diff_url"] for r in doc["regressed_tasks"])
+
+    response = client.post(
+        f"{url}/reviews",
+        {"verdict": "approve", "comment": "", "acknowledged": regressed[:-1]},
+        content_type="application/json",
+        headers=headers,
+    )
+    assert response.status_code == 422, response.content
+    problem = response.json()
+    assert regressed[-1] in problem["detail"]
+    assert problem["errors"][0]["location"] == ["body", "acknowledged"]
+    assert regressed[-1] in problem["errors"][0]["detail"]
+    assert not Approval.objects.filter(backtest=backtest).exists()
+
+    response = client.post(
+        f"{url}/reviews",
+        {"verdict": "approve", "comment": "", "acknowledged": regressed},
+        content_type="application/json",
+        headers=headers,
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["approval"]["verdict"] == "approve"

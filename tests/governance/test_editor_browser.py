@@ -42,3 +42,103 @@ def test_chips_reorder_by_keyboard_and_the_patch_follows(project, users, browser
     wait_for(browser, lambda d: '"convention"' in preview(), message="the added class")
     assert css(browser, "#id_wt__implementation-review").get_attribute("value") == "rule\ndecision\nresult\nconvention"
     assert not console_errors(browser)
+
+
+def _patch(browser) -> dict:
+    import json
+
+    text = browser.execute_script("const e = document.getElementById('patch-preview-json'); return e ? e.textContent : '';")
+    return json.loads(text) if text else {}
+
+
+def _tab_to(browser, label: str, limit: int = 60):
+    """Press Tab until the focused element's aria-label is `label` (the keyboard's own path)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    for _ in range(limit):
+        active = browser.switch_to.active_element
+        if label in (active.get_attribute("aria-label"), active.text):
+            return active
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+    pytest.fail(f'{limit} presses of Tab never reached "{label}"')
+
+
+def test_keyboard_only_reorders_a_class_adds_a_cue_and_the_live_patch_follows(
+    project, users, browser, live_server, client
+):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    def keys(*sequence):
+        ActionChains(browser).send_keys(*sequence).perform()
+
+    client.force_login(users["lead"])
+    browser.get(live_server.url + reverse("login"))
+    browser.add_cookie({"name": "sessionid", "value": client.cookies["sessionid"].value, "path": "/"})
+    browser.get(live_server.url + reverse("proposal-create", args=["alpha"]))
+    wait_for(browser, lambda d: "No change yet" in d.find_element("id", "patch-preview").text, message="empty patch")
+    editor = "#field-wt__implementation-review .chip-editor"
+    chips = lambda sel: [c.get_attribute("data-value") for c in browser.find_elements("css selector", f"{sel} li")]  # noqa: E731
+
+    # from the title field on, only keys: Tab to "move result up", Enter
+    css(browser, "#id_title").send_keys("Keyboard only")
+    _tab_to(browser, "move result up")
+    keys(Keys.ENTER)
+    assert chips(editor) == ["decision", "result", "rule"]
+    wait_for(browser, lambda d: _patch(d).get("work_types"), message="the reordered class in the patch")
+    assert _patch(browser)["work_types"]["implementation-review"] == ["decision", "result", "rule"]
+
+    # a misspelt class typed in is refused until "add anyway"
+    _tab_to(browser, "type a class for implementation-review")
+    keys("runbok", Keys.ENTER)
+    assert "runbok" not in chips(editor)
+    confirm = css(browser, f"{editor} .chip-confirm")
+    assert confirm.is_displayed() and "runbok" in confirm.text
+    assert browser.switch_to.active_element.get_attribute("aria-label") == "add the unknown class anyway"
+    _tab_to(browser, "do not add the unknown class")
+    keys(Keys.ENTER)
+    assert not confirm.is_displayed() and "runbok" not in chips(editor)
+    assert not css(browser, "#id_confirm_unknown_classes").is_selected()
+
+    # a cue, typed and added with Enter: the work type turns to the long form in the patch
+    _tab_to(browser, "new cue for implementation-review")
+    keys("code review", Keys.ENTER)
+    cue_editor = "#field-wt_cues__implementation-review .chip-editor"
+    assert chips(cue_editor) == ["code review"]
+    assert css(browser, "#id_wt_cues__implementation-review").get_attribute("value") == "code review"
+    wait_for(
+        browser,
+        lambda d: isinstance(_patch(d).get("work_types", {}).get("implementation-review"), dict),
+        message="the cue in the patch",
+    )
+    assert _patch(browser)["work_types"]["implementation-review"] == {
+        "classes": ["decision", "result", "rule"],
+        "cues": ["code review"],
+    }
+    assert browser.current_url.endswith(reverse("proposal-create", args=["alpha"])), "Enter never submits"
+
+    # the class pull's + button, the scope's picker, the interval requirement, a new limit
+    _tab_to(browser, "increase class pull")
+    keys(Keys.ENTER)
+    _tab_to(browser, "add a project to scope")
+    keys("beta")
+    _tab_to(browser, "add the chosen project to scope")
+    keys(Keys.ENTER)
+    assert chips("#field-scope .chip-editor") == ["alpha", "beta"]
+    _tab_to(browser, "Add a limit")
+    keys(Keys.ENTER)  # the next blank row appears, its metric focused
+    assert browser.switch_to.active_element.get_attribute("aria-label") == "limit 2 metric"
+    keys("must")
+    _tab_to(browser, "limit 2 max_task_drop")
+    keys("0.34")
+    css(browser, "#id_gate_require_interval").send_keys(Keys.SPACE)
+    wait_for(
+        browser,
+        lambda d: _patch(d).get("gates", {}).get("require_interval") is True and len(_patch(d)["gates"].get("limits", [])) == 2,
+        message="class pull, scope, the interval and the limit in the patch",
+    )
+    patch = _patch(browser)
+    assert patch["class_pull"] == 4 and patch["scope"] == ["alpha", "beta"]
+    assert patch["gates"]["limits"][1] == {"metric": "must_include_recall", "max_task_drop": 0.34}
+    assert not console_errors(browser)
