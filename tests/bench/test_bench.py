@@ -56,6 +56,7 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert e2e["p50_ms"] > 0 and e2e["trace_write"]["p50_ms"] > 0 and e2e["embed"]["n"] == 3
     assert e2e["index_build_s"] >= 0 and e2e["index_load_s"] >= 0 and e2e["index_cached"] is True
     assert entry["import"]["units"] == SIZE and entry["import"]["units_per_s"] > 0
+    assert entry["import"]["ratio_to_raw_encode"] > 0 and entry["import"]["raw_encode_units_per_s"] > 0
     assert entry["peak_rss_mb"] > 0
     assert {check["target"] for check in doc["targets"]} >= {
         "import units/s with embeddings (300 units)", f"C6 p50 / strong reference p50 at {SIZE}"}
