@@ -320,3 +320,22 @@ def test_frame_activation_refuses_an_explicit_request_for_a_path_only_area(db, t
     assert {"unit": "a-storage", "disposition": "invalid", "reason": "ROUTE_INVALID"} in doc["routing"]["dispositions"]
     status, doc = select_json("--task-category", "implementation", "--path", "cli/a.py", "--strict-routing")
     assert status == 0 and doc["routing"]["completeness"] == "COMPLETE"
+
+
+def test_routing_is_part_of_the_trace_digest(rlab):
+    """Rewriting a stored trace's completeness (an INCOMPLETE request passed off as COMPLETE) is
+    named by verify_traces: the routing report is inside the hash-chained digest."""
+    from selection.chain import verify_chain
+    from selection.models import Project, Trace
+    from tests.selection.test_trace_chain import tamper
+
+    select_json("--task-category", "implementation")
+    trace = Trace.objects.filter(project__slug="rlab").latest("chain_position")
+    assert trace.header["routing"]["completeness"] == "INCOMPLETE"
+    assert verify_chain(Project.objects.get(slug="rlab")).intact
+    tamper(
+        "UPDATE selection_trace SET header = jsonb_set(header, '{routing,completeness}', '\"COMPLETE\"') WHERE id = %s",
+        [trace.pk],
+    )
+    report = verify_chain(Project.objects.get(slug="rlab"))
+    assert not report.intact and str(trace.pk) in str(report)

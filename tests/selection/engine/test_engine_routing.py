@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 
 import pytest
-from engine_testkit import ALPHA, mini_request, mini_units, mk
+import yaml
+from engine_testkit import ALPHA, REPO, mini_request, mini_units, mk
 
+from selection.corpus import read_corpus
+from selection.corpus.memory_markdown import read_memory_directory
+from selection.corpus.routing import routing_inputs_of
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.routing.globs import RoutePathError, matches, normalise, normalise_pattern
 from selection.engine.routing.report import strict_refusal
 from selection.engine.routing.route import route, structural_conflicts
 from selection.engine.routing.types import RoutingInputs, RoutingPolicy, TaskCategory
-from selection.engine.types import ContextTrace
+from selection.engine.types import ContextTrace, SelectionRequest, WorkFrame
 
 POLICY = RoutingPolicy(
     task_categories=(
@@ -382,3 +387,60 @@ def test_an_explicit_request_for_a_path_only_area_is_refused_even_when_a_path_lo
 def test_a_name_without_activation_admits_every_trigger_as_before():
     report = run_route(task_category="implementation", overlays=("areas/storage",))
     assert reason(report, "a-storage") == "ROUTE_EXPLICIT" and report.completeness == "COMPLETE"
+
+
+# -- root units first, on every corpus we ship or import -----------------------------------------
+
+
+def _corpora(tmp_path):
+    """(name, CorpusData): every fixtures/ corpus, and the markdown memory fixture as imported."""
+    out = [(d.name, read_corpus(d)) for d in sorted(p.parent for p in (REPO / "fixtures").glob("*/corpus.yaml"))]
+    memory = REPO / "tests" / "selection" / "fixtures" / "nightnotes-memory"
+    frame, units = read_memory_directory(memory, project="nightnotes")
+    target = tmp_path / "nightnotes"
+    target.mkdir()
+    doc = {"name": "nightnotes", "projects": [{"slug": "nightnotes", "name": "nightnotes", "frame": frame}]}
+    (target / "corpus.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    (target / "units.jsonl").write_text("".join(json.dumps(u) + "\n" for u in units), encoding="utf-8")
+    out.append(("nightnotes-memory", read_corpus(target)))
+    return out
+
+
+def test_root_units_are_admitted_first_on_every_corpus(tmp_path):
+    checked = 0
+    for name, data in _corpora(tmp_path):
+        units = [r.unit for r in data.units]
+        index = CorpusIndex.build(units)
+        superseded = {old for u in units for old in u.supersedes}
+        for spec in data.projects:
+            roots = {u.id for u in units if u.root and u.project == spec.slug and u.id not in superseded}
+            if not roots:
+                continue
+            tasks = [t for t in data.tasks if t.project == spec.slug] or [None]
+            for task in tasks:
+                frame = task.frame if task and task.frame else None
+                work = WorkFrame(
+                    objective=frame.objective if frame else "Change the project.",
+                    work_type=frame.work_type if frame else None,
+                    standpoint=task.standpoint if task else None,
+                )
+                routing = routing_inputs_of(task.routing if task else None)
+                for condition in ("C0", "C2", "C4", "C6"):
+                    request = SelectionRequest(
+                        project_frame=spec.project_frame,
+                        work_frame=work,
+                        query=task.query if task else "Change how the project stores its data.",
+                        budget_tokens=task.budget_tokens if task else 2000,
+                        condition=condition,
+                        standpoint=task.standpoint if task else None,
+                        routing=routing,
+                    )
+                    result = select(request, index)
+                    sources = [set(item.sources) for item in result.bundle.items]
+                    at = [i for i, s in enumerate(sources) if s & roots]
+                    omitted = set(result.trace.routing.budget_omissions)
+                    assert roots - omitted <= set().union(*sources), (name, spec.slug, condition)
+                    assert at == list(range(len(at))), (name, spec.slug, condition, sources[: len(at) + 1])
+                    checked += 1
+    print(f"\n{checked} selections, root units first in each")
+    assert checked >= 4 * 2  # context-lab's tasks and the markdown memory, at every condition
