@@ -165,6 +165,68 @@ def frame_history(*, project: Project) -> list[VersionRow]:
     return rows
 
 
+@dataclass(frozen=True)
+class ProposalDrafts:
+    """A proposal and the unpromoted versions it drafted, under the version they change."""
+
+    proposal: Proposal
+    drafts: tuple[VersionRow, ...]
+
+
+@dataclass(frozen=True)
+class PromotedRow:
+    row: VersionRow | None  # None: the drafts no promoted version anchors
+    proposals: tuple[ProposalDrafts, ...]
+
+
+def frame_history_tree(*, project: Project) -> list[PromotedRow]:
+    """The version history as people read it: each version that was ever promoted (the import
+    included), newest first, and under it the proposals drafted over it with their unpromoted
+    versions. A draft whose base was never promoted stays under that base's nearest promoted
+    ancestor, so no version is left out. Four queries whatever the length."""
+    rows = frame_history(project=project)
+    by_id = {r.version.id: r for r in rows}
+    promoted = [r for r in rows if r.promotions or r.version.parent_id is None]
+    promoted_ids = {r.version.id for r in promoted}
+    proposals = {
+        p.frame_version_id: p
+        for p in Proposal.objects.filter(project=project).select_related("author")
+    }
+
+    def anchor(version_id: int | None) -> int | None:
+        # climb from a draft's base to the nearest version that was promoted
+        seen = set()
+        while version_id is not None and version_id not in promoted_ids and version_id not in seen:
+            seen.add(version_id)
+            row = by_id.get(version_id)
+            version_id = row.version.parent_id if row else None
+        return version_id
+
+    grouped: dict[int | None, dict[int, list[VersionRow]]] = {}
+    owners: dict[int, Proposal] = {}
+    for r in rows:  # newest first
+        if r.version.id in promoted_ids:
+            continue
+        proposal = proposals.get(r.version.id)
+        base_id = proposal.base_version_id if proposal else r.version.parent_id
+        key = proposal.pk if proposal else -r.version.id
+        if proposal:
+            owners[key] = proposal
+        grouped.setdefault(anchor(base_id), {}).setdefault(key, []).append(r)
+
+    def drafts_under(version_id: int | None) -> tuple[ProposalDrafts, ...]:
+        return tuple(
+            ProposalDrafts(proposal=owners.get(key), drafts=tuple(versions))
+            for key, versions in grouped.get(version_id, {}).items()
+        )
+
+    tree = [PromotedRow(row=r, proposals=drafts_under(r.version.id)) for r in promoted]
+    orphans = drafts_under(None)
+    if orphans:  # drafts with no promoted ancestor (none in practice): shown, never hidden
+        tree.append(PromotedRow(row=None, proposals=orphans))
+    return tree
+
+
 def frame_version(*, project: Project, number: int) -> FrameVersion:
     return get_object_or_404(FrameVersion, project=project, number=number)
 

@@ -48,7 +48,7 @@ def project_detail(request, slug: str):
             "project": project,
             "current": current,
             "frame": selectors.frame_view(current.snapshot) if current else None,
-            "history": selectors.frame_history(project=project),
+            "history": selectors.frame_history_tree(project=project),
             "caps": caps,
         },
     )

@@ -71,8 +71,33 @@ def test_version_history_lists_every_version_with_parent(client, project, users,
         .content.decode()
     )
     history = html.split('id="history"')[1]
-    assert history.index("v2") < history.index("v1")
-    assert "proposal #" in history and "diff vs parent" in history
+    # v2 is a draft: under its proposal, under the promoted v1 it changes
+    assert history.index('data-version="1"') < history.index("proposal #") < history.index('data-version="2"')
+    assert "diff vs parent" in history
+
+
+def test_version_history_nests_drafts_under_their_proposals_under_the_promoted_version(
+    client, project, users, submit, make_backtest
+):
+    from backtest import services as backtest_services
+    from governance import services
+
+    promoted = submit(title="Prefer rules")  # v2, promoted below
+    backtest = make_backtest(promoted)
+    backtest_services.backtest_review(backtest=backtest, reviewer=users["reviewer"], verdict="approve")
+    services.proposal_promote(proposal=promoted, lead=users["lead"])
+    stale = submit({"class_pull": 5}, title="Widen the pull")  # v3 over v2
+    html = login(client, users["auditor"]).get(reverse("project-detail", args=["alpha"])).content.decode()
+    history = html.split('id="history"')[1].split("</table>")[0]
+    groups = history.split('<tbody class="promoted-version">')[1:]
+    # promoted versions, newest first, each its own group: v2 (current) then the imported v1
+    assert [g.split('data-version="')[1].split('"')[0] for g in groups] == ["2", "1"]
+    assert 'class="promoted current"' in groups[0]
+    # v3 is a draft of its proposal, nested under v2, which it changes; v1 has nothing under it
+    assert f"proposal #{stale.pk}" in groups[0] and 'class="draft" data-version="3"' in groups[0]
+    assert "draft-proposal" not in groups[1]
+    # the promoted proposal's version is not listed twice as a draft
+    assert history.count('data-version="2"') == 1
 
 
 def test_frame_diff_marks_a_moved_class(client, project, users, submit):
