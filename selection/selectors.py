@@ -36,7 +36,7 @@ from selection.engine.routing.route import structural_conflicts
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SelectionRequest, SelectionResult
 
-from . import scoring, store
+from . import redaction, scoring, store
 from .models import Corpus, EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate
 from .services import SelectionError, SelectionInputs, selection_request, selection_run
 from .store import trace_result
@@ -155,6 +155,7 @@ class TraceExplained:
     funnel: LossFunnel | None
     near_misses: tuple[NearMiss, ...]
     missing_must: list[tuple[str, str]] = field(default_factory=list)  # (unit, stage) not candidates
+    redacted: int = 0  # bundle items of projects the reader holds no role in, shown by id only
 
     @property
     def ecodes(self) -> dict[str, str]:
@@ -163,7 +164,16 @@ class TraceExplained:
         return {e.unit_id: e.code for e in self.attribution.units}
 
 
-def trace_explained(trace: Trace) -> TraceExplained:
+def trace_read(trace: Trace, *, user) -> tuple[SelectionResult, int]:
+    """The stored trace as `user` may see it: units of projects they hold no role in redacted
+    (selection.redaction), and how many bundle items were. Every page, export, API route and MCP
+    tool that shows a trace's bundle or coalescing steps reads it here."""
+    return redaction.redacted_result(trace_result(trace), readable=redaction.readable_slugs(user))
+
+
+def trace_explained(trace: Trace, *, user) -> TraceExplained:
+    """The trace page's computed parts, for `user`: near misses are computed on the stored text,
+    then the result is redacted for the reader (trace_read)."""
     result = trace_result(trace)
     engine_trace = result.trace
     ledger = _task_ledger(trace)
@@ -179,14 +189,17 @@ def trace_explained(trace: Trace) -> TraceExplained:
         missing = [(u, stage) for u, stage in funnel.units if u not in candidates]
     omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == Disposition.BUDGET_OMITTED]
     units = store.units_by_uid(corpus_id=corpus_id, uids=omitted)
+    misses = near_misses(engine_trace, result.bundle, units)
+    shown, redacted = redaction.redacted_result(result, readable=redaction.readable_slugs(user))
     return TraceExplained(
         trace=trace,
-        result=result,
+        result=shown,
         ledger=ledger,
         attribution=attribution,
         funnel=funnel,
-        near_misses=near_misses(engine_trace, result.bundle, units),
+        near_misses=misses,
         missing_must=missing,
+        redacted=redacted,
     )
 
 
