@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
 from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -37,7 +38,7 @@ from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SelectionRequest, SelectionResult
 
 from . import redaction, scoring, store
-from .models import Corpus, EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate
+from .models import Corpus, EvaluationRun, MemoryUnit, Project, TombstoneKind, Trace, TraceCandidate
 from .services import SelectionError, SelectionInputs, selection_request, selection_run
 from .store import trace_result
 
@@ -131,9 +132,17 @@ def trace_by_id(*, pk: int) -> Trace:
     return get_object_or_404(Trace.objects.select_related("project", "task"), pk=pk)
 
 
-def readable_trace(*, user, pk: int) -> tuple[Trace, access.Capabilities]:
+def readable_trace(*, user, pk: int, expired_ok: bool = False) -> tuple[Trace, access.Capabilities]:
+    """The trace and what `user` may do with it; an expired trace (retention removed its payload)
+    is a 404 that says so, unless the caller shows the tombstone (`expired_ok`)."""
     trace = trace_by_id(pk=pk)
-    return trace, access.access_read(user, trace.project)
+    caps = access.access_read(user, trace.project)
+    if trace.expired_at is not None and not expired_ok:
+        raise Http404(
+            f"trace #{trace.pk} expired under {trace.project.slug}'s retention policy on "
+            f"{trace.expired_at:%Y-%m-%d}: only its ids and digests remain"
+        )
+    return trace, caps
 
 
 def _task_ledger(trace: Trace) -> dict[str, str]:
@@ -231,7 +240,7 @@ class Verification:
     stored: list[Check]
     rerun: list[Check]
     rerun_error: str = ""
-
+    erased: tuple[str, ...] = ()  # the trace's erasure tombstones, in words: why the checks differ
     @property
     def stored_ok(self) -> bool:
         return all(c.ok for c in self.stored)
@@ -247,12 +256,13 @@ def trace_verify(trace: Trace) -> Verification:
     """
     result = trace_result(trace)
     stored = check_stored_bundle(result.trace, result.bundle, trace.bundle_digest)
+    erased = tuple(str(stone) for stone in trace.tombstones.filter(kind=TombstoneKind.ERASED).order_by("sequence"))
     try:
         index = store.corpus_index(trace.project.corpus_id)
         rerun = selection_run(stored_inputs(trace, result), index, config=result.trace.config)
     except (SelectionError, LookupError) as error:
-        return Verification(stored, [], str(error))
-    return Verification(stored, check_rerun(result.trace, trace.bundle_digest, rerun.trace))
+        return Verification(stored, [], str(error), erased)
+    return Verification(stored, check_rerun(result.trace, trace.bundle_digest, rerun.trace), erased=erased)
 
 
 def trace_counterfactual(trace: Trace, unit_uid: str) -> CounterfactualReport:

@@ -29,7 +29,7 @@ from selection.engine.types import (
 
 from .models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink
 
-_INDEX_CACHE: OrderedDict[int, CorpusIndex] = OrderedDict()
+_INDEX_CACHE: OrderedDict[int, tuple[int, CorpusIndex]] = OrderedDict()  # corpus -> (revision, index)
 _INDEX_CACHE_SIZE = 4
 _index_lock = threading.Lock()
 
@@ -153,18 +153,20 @@ def load_units(
 
 
 def corpus_index(corpus: Corpus | int) -> CorpusIndex:
-    """The engine index of a corpus, built once per process; corpora never change after import."""
+    """The engine index of a corpus, built once per process and again when the corpus's revision moves
+    (an erasure changed a unit): one primary-key read per call tells every process."""
     corpus_id = corpus if isinstance(corpus, int) else corpus.pk
+    revision = Corpus.objects.filter(pk=corpus_id).values_list("revision", flat=True).first() or 0
     with _index_lock:
-        index = _INDEX_CACHE.get(corpus_id)
-        if index is not None:
+        cached = _INDEX_CACHE.get(corpus_id)
+        if cached is not None and cached[0] == revision:
             _INDEX_CACHE.move_to_end(corpus_id)
-            return index
+            return cached[1]
     units, vectors = load_units(corpus_id)
     index = CorpusIndex.build(units, vectors)
     routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:
-        _INDEX_CACHE[corpus_id] = index
+        _INDEX_CACHE[corpus_id] = (revision, index)
         while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
             _INDEX_CACHE.popitem(last=False)
     return index

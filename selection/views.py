@@ -236,7 +236,10 @@ def _urlencode(pairs) -> str:
 
 @login_required
 def trace_detail(request, pk: int):
-    trace, caps = selectors.readable_trace(user=request.user, pk=pk)
+    trace, caps = selectors.readable_trace(user=request.user, pk=pk, expired_ok=True)
+    if trace.expired_at is not None:
+        tombstones = trace.tombstones.order_by("sequence")
+        return render(request, "selection/trace_expired.html", {"trace": trace, "tombstones": tombstones}, status=410)
     explained = selectors.trace_explained(trace, user=request.user)
     table = TableQuery.from_params(request.GET)
     # sorted by a signal column, the signal columns show, or the order would be unexplained
