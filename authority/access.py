@@ -123,6 +123,16 @@ def access_promote(user, project) -> Capabilities:
     return _require(user, project, "can_promote", Role.LEAD, "promote a frame version")
 
 
+def access_erase(user, project) -> Capabilities:
+    """Erase a unit's text from the unit and every trace: a lead of the unit's project."""
+    return _require(user, project, "can_promote", Role.LEAD, "erase unit text")
+
+
+def access_retention(user, project) -> Capabilities:
+    """Change how long the project's traces keep their payload: a lead of the project."""
+    return _require(user, project, "can_promote", Role.LEAD, "change the retention policy")
+
+
 def access_review(user, project) -> Capabilities:
     return _require(user, project, "can_review", Role.REVIEWER, "approve or reject a backtest")
 

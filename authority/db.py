@@ -25,3 +25,49 @@ def append_only(table: str) -> migrations.RunSQL:
         DROP FUNCTION IF EXISTS {function}();
         """,
     )
+
+
+# the session-local setting a tombstoning service turns on, for its own transaction only
+TOMBSTONE_SETTING = "fg.tombstone"
+
+
+def append_only_but_tombstones(
+    table: str, *, tombstones: str, trace_column: str, immutable: tuple[str, ...], allow: str
+) -> migrations.RunSQL:
+    """Replace `table`'s append-only trigger with one that lets exactly the tombstoning changes through.
+
+    A change passes only when (1) the transaction set `fg.tombstone` to 'on' (set_config(..., true):
+    the tombstoning service does, and turns it off again before it returns), (2) the row's trace
+    already has a row in `tombstones` saying what changed and the content digests around it, and
+    (3) for an UPDATE, none of the `immutable` columns changes. `allow` is "UPDATE" or "DELETE".
+    Everything else is refused as before.
+    """
+    function = f"{table}_append_only"
+    row = "OLD"
+    same = " AND ".join(f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in immutable) or "TRUE"
+    return migrations.RunSQL(
+        sql=f"""
+        CREATE OR REPLACE FUNCTION {function}() RETURNS trigger AS $$
+        BEGIN
+            IF TG_OP = '{allow}'
+               AND current_setting('{TOMBSTONE_SETTING}', true) = 'on'
+               AND EXISTS (SELECT 1 FROM {tombstones} t WHERE t.trace_id = {row}.{trace_column})
+               AND (TG_OP = 'DELETE' OR ({same}))
+            THEN
+                IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+                RETURN NEW;
+            END IF;
+            RAISE EXCEPTION '% rows are append-only: % refused', TG_TABLE_NAME, TG_OP
+                USING ERRCODE = 'integrity_constraint_violation';
+        END;
+        $$ LANGUAGE plpgsql;
+        """,
+        reverse_sql=f"""
+        CREATE OR REPLACE FUNCTION {function}() RETURNS trigger AS $$
+        BEGIN
+            RAISE EXCEPTION '% rows are append-only: % refused', TG_TABLE_NAME, TG_OP
+                USING ERRCODE = 'integrity_constraint_violation';
+        END;
+        $$ LANGUAGE plpgsql;
+        """,
+    )

@@ -108,7 +108,7 @@ def build_server() -> MCPServer:
                 source="mcp",
                 builder=builder,
             )
-            return select_document(selection)
+            return select_document(selection, user=user)
 
         return _call(ctx, run)
 
@@ -118,7 +118,7 @@ def build_server() -> MCPServer:
 
         def run(user):
             trace, _ = selectors.readable_trace(user=user, pk=trace_id)
-            return _jsonable(trace_document(trace))
+            return _jsonable(trace_document(trace, user=user))
 
         return _call(ctx, run)
 
@@ -129,7 +129,7 @@ def build_server() -> MCPServer:
 
         def run(user):
             trace, _ = selectors.readable_trace(user=user, pk=trace_id)
-            return _jsonable(counterfactual_document(trace, unit_id))
+            return _jsonable(counterfactual_document(trace, unit_id, user=user))
 
         return _call(ctx, run)
 

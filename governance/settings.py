@@ -8,6 +8,8 @@ import warnings
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
+from celery.schedules import crontab
+
 from . import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -151,6 +153,13 @@ FG_REPLAY_TIME_LIMIT = int(env("FG_REPLAY_TIME_LIMIT", "90"))
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(env("FG_VISIBILITY_TIMEOUT", "300"))}
 # a queued or running backtest with no new replay for this long is marked failed (stale)
 FG_BACKTEST_STALE_SECONDS = int(env("FG_BACKTEST_STALE_SECONDS", "600"))
+# `celery -A governance beat` runs the retention policy daily (selection.tasks.apply_retention)
+CELERY_BEAT_SCHEDULE = {
+    "apply-retention": {
+        "task": "selection.apply_retention",
+        "schedule": crontab(hour=int(env("FG_RETENTION_HOUR", "3")), minute=30),
+    },
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -22,7 +22,7 @@ from selection.engine.routing.report import routing_summary
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkSignal
 
-from . import jobs, selectors, serving, store
+from . import jobs, redaction, selectors, serving
 from .api_fields import Id, Text
 from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk
 from .models import Corpus, Evaluation, Job
@@ -341,12 +341,15 @@ def select(request, body: SelectIn):
             no_local=body.no_local,
         ),
     )
-    return select_document(selection)
+    return select_document(selection, user=request.auth)
 
 
-def select_document(selection) -> dict:
-    """The answer to a selection (API and MCP): the bundle, the trace's URLs, the diagnostics."""
-    result, trace = selection.result, selection.trace
+def select_document(selection, *, user) -> dict:
+    """The answer to a selection (API and MCP): the bundle, the trace's URLs, the diagnostics.
+
+    The bundle is redacted for `user` like every stored trace (selection.redaction)."""
+    trace = selection.trace
+    result, _ = redaction.redacted_result(selection.result, readable=redaction.readable_slugs(user))
     reasons: dict[str, int] = {}
     for c in result.trace.candidates:
         reasons[c.reason_code] = reasons.get(c.reason_code, 0) + 1
@@ -427,12 +430,12 @@ def trace_list(request, filters: Query[TraceFilterIn]):
 @router.get("/traces/{trace_id}", response=TraceOut, url_name="trace", summary="One trace, in full")
 def trace_detail(request, trace_id: Id):
     trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
-    return trace_document(trace)
+    return trace_document(trace, user=request.auth)
 
 
-def trace_document(trace) -> dict:
-    """One stored trace in full (API and MCP)."""
-    result = store.trace_result(trace)
+def trace_document(trace, *, user) -> dict:
+    """One stored trace in full (API and MCP), as `user` may see it (selectors.trace_read)."""
+    result, _ = selectors.trace_read(trace, user=user)
     doc = _summary(trace)
     doc["candidates"] = len(result.trace.candidates)
     doc.update(
@@ -448,7 +451,8 @@ def trace_document(trace) -> dict:
 def trace_diff_route(request, a: Id, b: Id):
     trace_a, _ = selectors.readable_trace(user=request.auth, pk=a)
     trace_b, _ = selectors.readable_trace(user=request.auth, pk=b)
-    diff = trace_diff(store.trace_result(trace_a).trace, store.trace_result(trace_b).trace)
+    (result_a, _), (result_b, _) = (selectors.trace_read(t, user=request.auth) for t in (trace_a, trace_b))
+    diff = trace_diff(result_a.trace, result_b.trace)
     return {
         "a": trace_a.pk,
         "b": trace_b.pk,
@@ -485,12 +489,12 @@ def trace_verify(request, trace_id: Id):
 )
 def trace_counterfactual(request, trace_id: Id, unit: Text):
     trace, _ = selectors.readable_trace(user=request.auth, pk=trace_id)
-    return counterfactual_document(trace, unit)
+    return counterfactual_document(trace, unit, user=request.auth)
 
 
-def counterfactual_document(trace, unit: str) -> dict:
+def counterfactual_document(trace, unit: str, *, user) -> dict:
     """Why a unit was or was not admitted, and the smallest changes that would admit it."""
-    explained = selectors.trace_explained(trace)
+    explained = selectors.trace_explained(trace, user=user)
     record = explained.result.trace.candidate(unit)
     if record is None and unit not in explained.ledger:
         raise Http404(f"{unit} is neither a candidate of trace #{trace.pk} nor in its ledger")

@@ -6,6 +6,13 @@ their transaction, so concurrent writers (backtest workers, evaluations, the das
 after another; a unique (project, chain_position) constraint backs the lock up. Rows are
 append-only (a trigger), so a changed digest, a changed row or a deleted trace shows up as a broken
 link, named by trace id, in `verify_traces` and on the chain page.
+
+Retention and erasure change a trace after it was written, and only through `trace_tombstone`: it
+appends a TraceTombstone with the content digest before and after the change, then updates the
+row (or deletes its candidates) while a session-local setting lets the trigger pass exactly that
+change. The chain digest is never rewritten: verification checks the first tombstone's "before"
+against it, each tombstone against the next, and the last "after" against the row as it is now, so
+it tells "erased (or expired), chain intact" from "altered".
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 
-from .models import Project, Trace, TraceCandidate
+from authority.db import TOMBSTONE_SETTING
+
+from .models import Project, Trace, TraceCandidate, TraceTombstone
 
 # pg_advisory_xact_lock(class, project id): the class keeps these locks apart from any other's
 CHAIN_LOCK_CLASS = 7_104_201
@@ -108,15 +117,23 @@ class ChainReport:
     project: str
     traces: int
     broken: tuple[BrokenLink, ...] = field(default_factory=tuple)
+    erased: int = 0  # traces with a unit's text erased, their tombstones verified
+    expired: int = 0  # traces whose payload the retention policy removed, verified
 
     @property
     def intact(self) -> bool:
         return not self.broken
 
+    @property
+    def tombstones(self) -> str:
+        """ "" or " (2 erased, 1 expired: tombstones verified)" for the report line."""
+        parts = [f"{n} {what}" for n, what in ((self.erased, "erased"), (self.expired, "expired")) if n]
+        return f" ({', '.join(parts)}: tombstones verified)" if parts else ""
+
 
 def _rows(project: Project) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """Every trace of the project in chain order with its candidates, in batches."""
-    names = ("id", "chain_position", "previous_digest", "digest", *_TRACE_FIELDS)
+    names = ("id", "chain_position", "previous_digest", "digest", "expired_at", *_TRACE_FIELDS)
     traces = (
         Trace.objects.filter(project=project)
         .order_by("chain_position", "id")
@@ -140,14 +157,38 @@ def _with_candidates(batch: list[dict[str, Any]]):
         .values("trace_id", *_CANDIDATE_FIELDS)
     ):
         found[row["trace_id"]].append(row)
+    stones: dict[int, list[TraceTombstone]] = {row["id"]: [] for row in batch}
+    for stone in TraceTombstone.objects.filter(trace_id__in=list(found)).order_by("trace_id", "sequence"):
+        stones[stone.trace_id].append(stone)
     for row in batch:
+        row["tombstones"] = stones[row["id"]]
         yield row, found[row["id"]]
+
+
+def _tombstone_problems(row: dict[str, Any], content: str) -> list[str]:
+    """What does not hold in a tombstoned trace: its original content against the chain digest, each
+    tombstone against the next, the trace as it is now against the last."""
+    stones: list[TraceTombstone] = row["tombstones"]
+    problems = []
+    if link_digest(stones[0].content_before, row["previous_digest"]) != row["digest"]:
+        problems.append("its content before its first tombstone does not match its digest (altered)")
+    if [s.sequence for s in stones] != list(range(1, len(stones) + 1)) or any(
+        later.content_before != earlier.content_after for earlier, later in zip(stones, stones[1:], strict=False)
+    ):
+        problems.append("its tombstones do not follow one another (one was altered or removed)")
+    if content != stones[-1].content_after:
+        problems.append(f"its content changed after its last tombstone ({stones[-1]}) (altered)")
+    expired = any(s.kind == "expired" for s in stones)
+    if expired != (row["expired_at"] is not None):
+        problems.append("its expiry mark and its tombstones disagree (altered)")
+    return problems
 
 
 def verify_chain(project: Project) -> ChainReport:
     """Recompute every digest of the project's chain; name each trace whose link does not hold."""
     broken: list[BrokenLink] = []
     previous, expected_position, count = CHAIN_GENESIS, 1, 0
+    erased = expired = 0
     for row, candidates in _rows(project):
         count += 1
         position = row["chain_position"]
@@ -164,12 +205,83 @@ def verify_chain(project: Project) -> ChainReport:
             )
         if row["previous_digest"] != previous:
             broken.append(BrokenLink(row["id"], position, "does not link to the previous trace's digest"))
-        actual = link_digest(content_digest(row, candidates), row["previous_digest"])
-        if actual != row["digest"]:
+        content = content_digest(row, candidates)
+        if row["tombstones"]:
+            problems = _tombstone_problems(row, content)
+            broken.extend(BrokenLink(row["id"], position, problem) for problem in problems)
+            if not problems:
+                kinds = {s.kind for s in row["tombstones"]}
+                erased += "erased" in kinds
+                expired += "expired" in kinds
+        elif link_digest(content, row["previous_digest"]) != row["digest"]:
             broken.append(BrokenLink(row["id"], position, "its content no longer matches its digest (altered)"))
+        elif row["expired_at"] is not None:
+            broken.append(BrokenLink(row["id"], position, "its expiry mark and its tombstones disagree (altered)"))
         previous, expected_position = row["digest"], position + 1
-    return ChainReport(project=project.slug, traces=count, broken=tuple(broken))
+    return ChainReport(project=project.slug, traces=count, broken=tuple(broken), erased=erased, expired=expired)
 
 
 def verify_chains(projects: Iterable[Project]) -> list[ChainReport]:
     return [verify_chain(project) for project in projects]
+
+
+# --- tombstones: the one way a written trace changes ---------------------------------------------
+
+# what retention removes; ids, chain fields and the facts of the selection stay (the trigger
+# refuses a change to any of those)
+EXPIRED_PAYLOAD: dict[str, Any] = {"query": "", "header": {}, "bundle": {}, "admitted": []}
+
+
+def _stored(trace_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    row = Trace.objects.filter(pk=trace_id).values(*_TRACE_FIELDS).get()
+    candidates = list(TraceCandidate.objects.filter(trace_id=trace_id).order_by("position").values(*_CANDIDATE_FIELDS))
+    return row, candidates
+
+
+def trace_tombstone(
+    trace_id: int,
+    *,
+    kind: str,
+    changes: dict[str, Any],
+    drop_candidates: bool = False,
+    actor=None,
+    reason: str,
+    unit_uid: str = "",
+) -> TraceTombstone:
+    """Change a written trace: append its tombstone, then update its payload fields (`changes`) and,
+    when `drop_candidates`, delete its candidate rows. Its digest and link stay as written.
+
+    Call inside the transaction.atomic of the service that audits the change (retention, erasure).
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("trace_tombstone must run inside the service's transaction.atomic")
+    unknown = set(changes) - set(EXPIRED_PAYLOAD)
+    if unknown:
+        raise ValueError(f"a tombstone changes only {sorted(EXPIRED_PAYLOAD)}, not {sorted(unknown)}")
+    Trace.objects.select_for_update().filter(pk=trace_id).values_list("pk").get()
+    row, candidates = _stored(trace_id)
+    before = content_digest(row, candidates)
+    after = content_digest({**row, **changes}, [] if drop_candidates else candidates)
+    sequence = TraceTombstone.objects.filter(trace_id=trace_id).count() + 1
+    stone = TraceTombstone.objects.create(
+        trace_id=trace_id,
+        sequence=sequence,
+        kind=kind,
+        content_before=before,
+        content_after=after,
+        unit_uid=unit_uid,
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_label=getattr(actor, "username", None) or "system",
+        reason=reason,
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        # on for these statements only; a failure rolls the savepoint back, the setting with it
+        cursor.execute("SELECT set_config(%s, 'on', true)", [TOMBSTONE_SETTING])
+        fields = dict(changes)
+        if kind == "expired":
+            fields["expired_at"] = stone.created_at
+        Trace.objects.filter(pk=trace_id).update(**fields)
+        if drop_candidates:
+            TraceCandidate.objects.filter(trace_id=trace_id).delete()
+        cursor.execute("SELECT set_config(%s, 'off', true)", [TOMBSTONE_SETTING])
+    return stone

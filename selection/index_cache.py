@@ -94,6 +94,14 @@ def load(corpus_id: int, fingerprint: str) -> CorpusIndex | None:
     return index
 
 
+def discard(corpus_id: int) -> None:
+    """Delete every index file of the corpus (an erasure leaves no copy of the old text on disk)."""
+    directory = cache_dir()
+    if directory is not None and directory.is_dir():
+        for path in directory.glob(f"corpus-{corpus_id}-*.index"):
+            path.unlink(missing_ok=True)
+
+
 def store(corpus_id: int, fingerprint: str, index: CorpusIndex) -> Path | None:
     """Write the index atomically and drop this corpus's files of other fingerprints."""
     directory = cache_dir()

@@ -22,6 +22,9 @@ class Corpus(models.Model):
     imported_at = models.DateTimeField(auto_now_add=True)
     embedding_model = models.CharField(max_length=200, blank=True)
     extras = models.JSONField(default=dict, blank=True)
+    # bumped by every change to a unit after import (an erasure): each process's cached engine
+    # index of the corpus is rebuilt when it sees a new revision
+    revision = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["name"]
@@ -209,6 +212,8 @@ class Trace(models.Model):
     )
     previous_digest = models.CharField(max_length=64, blank=True)
     digest = models.CharField(max_length=64, blank=True)
+    # set when the retention policy removed the payload (a TraceTombstone of kind "expired" says how)
+    expired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -218,6 +223,76 @@ class Trace(models.Model):
                 fields=["project", "chain_position"], name="trace_chain_position_unique"
             ),
         ]
+
+
+class TombstoneKind(models.TextChoices):
+    EXPIRED = "expired"  # the retention policy removed the payload
+    ERASED = "erased"  # a lead erased one unit's text
+
+
+class TraceTombstone(models.Model):
+    """One change a trace underwent after it was written; appended, never edited (a trigger).
+
+    The trace keeps its digest and its link. `content_before` is the trace's content digest
+    (selection.chain.content_digest) before the change, `content_after` after it: verification
+    checks the first against the chain digest and the last against the trace as it is now, so an
+    erased or expired trace reads "chain intact" and a trace altered afterwards reads altered.
+    """
+
+    trace = models.ForeignKey("Trace", on_delete=models.PROTECT, related_name="tombstones")
+    sequence = models.PositiveIntegerField(help_text="1, 2, ... within the trace")
+    kind = models.CharField(max_length=10, choices=TombstoneKind.choices)
+    content_before = models.CharField(max_length=64)
+    content_after = models.CharField(max_length=64)
+    unit_uid = models.CharField(max_length=200, blank=True, help_text="the erased unit")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    actor_label = models.CharField(max_length=150)
+    reason = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["trace_id", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "sequence"], name="trace_tombstone_sequence"),
+        ]
+
+    def __str__(self) -> str:
+        what = f"{self.unit_uid} erased" if self.kind == TombstoneKind.ERASED else "expired"
+        return f"{what} by {self.actor_label} at {self.created_at:%Y-%m-%d %H:%M} UTC: {self.reason}"
+
+
+class RetentionOrigin(models.TextChoices):
+    """Retention groups traces by where they came from (Trace.source)."""
+
+    EVALUATION = "evaluation"
+    BACKTEST = "backtest"
+    LIVE = "live"  # select, api, mcp, replay: every other source
+
+
+class RetentionPolicy(models.Model):
+    """How many days each origin's traces of a project keep their payload (null: for ever).
+
+    A project setting, changed only by a lead through selection.retention.retention_policy_set
+    (audited), not a frame field: it changes no selection, so a backtest could say nothing of it.
+    """
+
+    project = models.OneToOneField(Project, on_delete=models.PROTECT, related_name="retention")
+    evaluation_days = models.PositiveIntegerField(null=True, blank=True)
+    backtest_days = models.PositiveIntegerField(null=True, blank=True)
+    live_days = models.PositiveIntegerField(null=True, blank=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def days(self) -> dict[str, int | None]:
+        return {
+            RetentionOrigin.EVALUATION: self.evaluation_days,
+            RetentionOrigin.BACKTEST: self.backtest_days,
+            RetentionOrigin.LIVE: self.live_days,
+        }
 
 
 class TraceCandidate(models.Model):

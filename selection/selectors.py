@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
 from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -36,8 +37,8 @@ from selection.engine.routing.route import structural_conflicts
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SelectionRequest, SelectionResult
 
-from . import scoring, store
-from .models import Corpus, EvaluationRun, MemoryUnit, Project, Trace, TraceCandidate
+from . import redaction, scoring, store
+from .models import Corpus, EvaluationRun, MemoryUnit, Project, TombstoneKind, Trace, TraceCandidate
 from .services import SelectionError, SelectionInputs, selection_request, selection_run
 from .store import trace_result
 
@@ -131,9 +132,17 @@ def trace_by_id(*, pk: int) -> Trace:
     return get_object_or_404(Trace.objects.select_related("project", "task"), pk=pk)
 
 
-def readable_trace(*, user, pk: int) -> tuple[Trace, access.Capabilities]:
+def readable_trace(*, user, pk: int, expired_ok: bool = False) -> tuple[Trace, access.Capabilities]:
+    """The trace and what `user` may do with it; an expired trace (retention removed its payload)
+    is a 404 that says so, unless the caller shows the tombstone (`expired_ok`)."""
     trace = trace_by_id(pk=pk)
-    return trace, access.access_read(user, trace.project)
+    caps = access.access_read(user, trace.project)
+    if trace.expired_at is not None and not expired_ok:
+        raise Http404(
+            f"trace #{trace.pk} expired under {trace.project.slug}'s retention policy on "
+            f"{trace.expired_at:%Y-%m-%d}: only its ids and digests remain"
+        )
+    return trace, caps
 
 
 def _task_ledger(trace: Trace) -> dict[str, str]:
@@ -155,6 +164,7 @@ class TraceExplained:
     funnel: LossFunnel | None
     near_misses: tuple[NearMiss, ...]
     missing_must: list[tuple[str, str]] = field(default_factory=list)  # (unit, stage) not candidates
+    redacted: int = 0  # bundle items of projects the reader holds no role in, shown by id only
 
     @property
     def ecodes(self) -> dict[str, str]:
@@ -163,7 +173,16 @@ class TraceExplained:
         return {e.unit_id: e.code for e in self.attribution.units}
 
 
-def trace_explained(trace: Trace) -> TraceExplained:
+def trace_read(trace: Trace, *, user) -> tuple[SelectionResult, int]:
+    """The stored trace as `user` may see it: units of projects they hold no role in redacted
+    (selection.redaction), and how many bundle items were. Every page, export, API route and MCP
+    tool that shows a trace's bundle or coalescing steps reads it here."""
+    return redaction.redacted_result(trace_result(trace), readable=redaction.readable_slugs(user))
+
+
+def trace_explained(trace: Trace, *, user) -> TraceExplained:
+    """The trace page's computed parts, for `user`: near misses are computed on the stored text,
+    then the result is redacted for the reader (trace_read)."""
     result = trace_result(trace)
     engine_trace = result.trace
     ledger = _task_ledger(trace)
@@ -179,14 +198,17 @@ def trace_explained(trace: Trace) -> TraceExplained:
         missing = [(u, stage) for u, stage in funnel.units if u not in candidates]
     omitted = [c.unit_id for c in engine_trace.candidates if c.disposition == Disposition.BUDGET_OMITTED]
     units = store.units_by_uid(corpus_id=corpus_id, uids=omitted)
+    misses = near_misses(engine_trace, result.bundle, units)
+    shown, redacted = redaction.redacted_result(result, readable=redaction.readable_slugs(user))
     return TraceExplained(
         trace=trace,
-        result=result,
+        result=shown,
         ledger=ledger,
         attribution=attribution,
         funnel=funnel,
-        near_misses=near_misses(engine_trace, result.bundle, units),
+        near_misses=misses,
         missing_must=missing,
+        redacted=redacted,
     )
 
 
@@ -218,7 +240,7 @@ class Verification:
     stored: list[Check]
     rerun: list[Check]
     rerun_error: str = ""
-
+    erased: tuple[str, ...] = ()  # the trace's erasure tombstones, in words: why the checks differ
     @property
     def stored_ok(self) -> bool:
         return all(c.ok for c in self.stored)
@@ -234,12 +256,13 @@ def trace_verify(trace: Trace) -> Verification:
     """
     result = trace_result(trace)
     stored = check_stored_bundle(result.trace, result.bundle, trace.bundle_digest)
+    erased = tuple(str(stone) for stone in trace.tombstones.filter(kind=TombstoneKind.ERASED).order_by("sequence"))
     try:
         index = store.corpus_index(trace.project.corpus_id)
         rerun = selection_run(stored_inputs(trace, result), index, config=result.trace.config)
     except (SelectionError, LookupError) as error:
-        return Verification(stored, [], str(error))
-    return Verification(stored, check_rerun(result.trace, trace.bundle_digest, rerun.trace))
+        return Verification(stored, [], str(error), erased)
+    return Verification(stored, check_rerun(result.trace, trace.bundle_digest, rerun.trace), erased=erased)
 
 
 def trace_counterfactual(trace: Trace, unit_uid: str) -> CounterfactualReport:

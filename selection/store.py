@@ -30,7 +30,7 @@ from selection.engine.types import (
 from . import index_cache
 from .models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink
 
-_INDEX_CACHE: OrderedDict[int, CorpusIndex] = OrderedDict()
+_INDEX_CACHE: OrderedDict[int, tuple[int, CorpusIndex]] = OrderedDict()  # corpus -> (revision, index)
 _INDEX_CACHE_SIZE = 4
 _index_lock = threading.Lock()
 
@@ -154,14 +154,17 @@ def load_units(
 
 
 def corpus_index(corpus: Corpus | int) -> CorpusIndex:
-    """The engine index of a corpus, kept per process and read from the index cache
-    (selection/index_cache.py) when a file of the same fingerprint exists, else built from rows."""
+    """The engine index of a corpus, kept per process until the corpus's revision moves (an erasure
+    changed a unit: one primary-key read per call tells every process), and read from the index
+    cache (selection/index_cache.py) when a file of the same fingerprint exists, else built from
+    rows."""
     corpus_id = corpus if isinstance(corpus, int) else corpus.pk
+    revision = Corpus.objects.filter(pk=corpus_id).values_list("revision", flat=True).first() or 0
     with _index_lock:
-        index = _INDEX_CACHE.get(corpus_id)
-        if index is not None:
+        cached = _INDEX_CACHE.get(corpus_id)
+        if cached is not None and cached[0] == revision:
             _INDEX_CACHE.move_to_end(corpus_id)
-            return index
+            return cached[1]
     fingerprint = index_cache.corpus_fingerprint(corpus_id)
     index = index_cache.load(corpus_id, fingerprint)
     if index is None:
@@ -170,15 +173,19 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
         index_cache.store(corpus_id, fingerprint, index)
     routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:
-        _INDEX_CACHE[corpus_id] = index
+        _INDEX_CACHE[corpus_id] = (revision, index)
         while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
             _INDEX_CACHE.popitem(last=False)
     return index
 
 
-def forget_index(corpus_id: int) -> None:
+def forget_index(corpus_id: int, *, files: bool = False) -> None:
+    """Drop this process's index of the corpus; `files`: its index cache files too (an erasure:
+    no copy of the erased text may stay on disk)."""
     with _index_lock:
         _INDEX_CACHE.pop(corpus_id, None)
+    if files:
+        index_cache.discard(corpus_id)
 
 
 def local_units_for(*, user, project: Project) -> tuple[Unit, ...]:

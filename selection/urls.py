@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views as trace_views
-from . import views_chain, views_evaluation, views_jobs
+from . import views_chain, views_evaluation, views_jobs, views_units
 
 urlpatterns: list = []
 
@@ -50,3 +50,10 @@ urlpatterns += [
     path("corpora/upload/", views_jobs.corpus_upload, name="corpus-upload"),
 ]
 # --- end jobs ---
+
+# --- units (selection/views_units.py) ---
+urlpatterns += [
+    path("corpora/<slug:name>/units/<str:uid>/", views_units.unit_detail, name="unit-detail"),
+    path("corpora/<slug:name>/units/<str:uid>/erase/", views_units.unit_erase_view, name="unit-erase"),
+]
+# --- end units ---

@@ -22,7 +22,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from authority import access
 from authority.selectors import current_frame_version
 from selection.corpus.limits import MAX_INTEGER, MAX_YEAR, MIN_YEAR
 from selection.engine.explain import trace_diff
@@ -32,8 +31,6 @@ from selection.engine.types import SIGNAL_NAMES
 from . import origins, selectors, services, trace_table
 from .csv_cells import csv_row
 from .explain import COLUMNS, NOT_ADMITTED, TableQuery, candidate_rows, facet_values, filter_and_sort
-from .models import Project
-from .redaction import redacted_bundle
 
 TRACE_PAGE_SIZE = 50
 REPLAY_SOURCE = "replay"
@@ -237,14 +234,13 @@ def _urlencode(pairs) -> str:
     return urlencode(pairs)
 
 
-def _readable_slugs(user) -> frozenset[str]:
-    return frozenset(access.readable_projects(user, Project.objects.all()).values_list("slug", flat=True))
-
-
 @login_required
 def trace_detail(request, pk: int):
-    trace, caps = selectors.readable_trace(user=request.user, pk=pk)
-    explained = selectors.trace_explained(trace)
+    trace, caps = selectors.readable_trace(user=request.user, pk=pk, expired_ok=True)
+    if trace.expired_at is not None:
+        tombstones = trace.tombstones.order_by("sequence")
+        return render(request, "selection/trace_expired.html", {"trace": trace, "tombstones": tombstones}, status=410)
+    explained = selectors.trace_explained(trace, user=request.user)
     table = TableQuery.from_params(request.GET)
     # sorted by a signal column, the signal columns show, or the order would be unexplained
     details = request.GET.get("details") == "1" or table.sort in trace_table.DETAIL
@@ -264,7 +260,7 @@ def trace_detail(request, pk: int):
         )
     ]
     folded = {op.unit_id: op for op in engine_trace.coalescing if op.op == CoalescingKind.FOLD_ECHO}
-    bundle, redacted = redacted_bundle(explained.result.bundle, readable=_readable_slugs(request.user))
+    bundle, redacted = explained.result.bundle, explained.redacted
     items = [(item, [s for s in item.sources[1:] if s in folded]) for item in bundle.items]
     context.update(
         caps=caps,
@@ -326,7 +322,7 @@ def trace_verify(request, pk: int):
 @login_required
 def trace_counterfactual(request, pk: int, unit_uid: str):
     trace, _ = selectors.readable_trace(user=request.user, pk=pk)
-    explained = selectors.trace_explained(trace)
+    explained = selectors.trace_explained(trace, user=request.user)
     record = explained.result.trace.candidate(unit_uid)
     in_ledger = unit_uid in explained.ledger
     if record is None and not in_ledger:
@@ -355,7 +351,7 @@ def trace_counterfactual(request, pk: int, unit_uid: str):
 def _diff_context(request, a_pk: int, b_pk: int) -> dict:
     a, _ = selectors.readable_trace(user=request.user, pk=a_pk)
     b, _ = selectors.readable_trace(user=request.user, pk=b_pk)
-    ra, rb = selectors.trace_result(a), selectors.trace_result(b)
+    (ra, _), (rb, _) = selectors.trace_read(a, user=request.user), selectors.trace_read(b, user=request.user)
     return {"a": a, "b": b, "diff": trace_diff(ra.trace, rb.trace)}
 
 
@@ -396,13 +392,13 @@ CSV_EXTRA = ("item_id", "eligible", "eligibility_detail", "budget_spent", "pulle
 def trace_export(request, pk: int, fmt: str):
     trace, _ = selectors.readable_trace(user=request.user, pk=pk)
     if fmt == "json":
-        doc = selectors.trace_result(trace).trace.as_dict()
+        doc = selectors.trace_read(trace, user=request.user)[0].trace.as_dict()
         response = JsonResponse(doc, json_dumps_params={"indent": 1})
         response["Content-Disposition"] = f'attachment; filename="trace-{trace.pk}.json"'
         return response
     if fmt != "csv":
         raise Http404("export as .json or .csv")
-    explained = selectors.trace_explained(trace)
+    explained = selectors.trace_explained(trace, user=request.user)
     # the table's filters and sort, when the link carries them: the CSV holds what the page shows
     rows = filter_and_sort(
         candidate_rows(explained.result.trace, explained.ledger, explained.ecodes), TableQuery.from_params(request.GET)

@@ -110,6 +110,9 @@ def pages(w):
         ("trace-now", "get", reverse("trace-now", args=[t]), None, member),
         ("trace-now", "post", reverse("trace-now", args=[t]), {}, only("lead", "reviewer")),
         ("trace-export", "get", reverse("trace-export", args=[t, "json"]), None, member),
+        ("unit-detail", "get", reverse("unit-detail", args=[w["corpus"], "r1"]), None, member),
+        # without the typed confirmation: a lead gets the form back (400), nothing is erased
+        ("unit-erase", "post", reverse("unit-erase", args=[w["corpus"], "r1"]), {"reason": "r"}, only("lead")),
         ("evaluation-list", "get", reverse("evaluation-list", args=[w["corpus"]]), None, member),
         (
             "evaluation-create",

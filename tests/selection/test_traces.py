@@ -365,7 +365,7 @@ def test_verify_detects_a_tampered_bundle_on_an_in_memory_copy(lab):
 # --- loss funnel and near misses ----------------------------------------------------------------
 
 
-def test_loss_funnel_per_trace_and_summed(lab, auditor_client):
+def test_loss_funnel_per_trace_and_summed(lab, auditor_client, people):
     from django.template.loader import render_to_string
 
     from selection.engine.explain import FUNNEL_STAGES
@@ -373,7 +373,7 @@ def test_loss_funnel_per_trace_and_summed(lab, auditor_client):
 
     tight = lab.select().trace
     roomy = lab.select(budget=400).trace
-    funnel = trace_explained(tight).funnel
+    funnel = trace_explained(tight, user=people["auditor"]).funnel
     assert funnel.must == 3
     assert dict(funnel.counts) == {
         "absent": 0,
@@ -386,12 +386,13 @@ def test_loss_funnel_per_trace_and_summed(lab, auditor_client):
     assert dict(funnel.units) == {"p1": "ineligible", "r1": "lost", "rlong": "admitted"}
     # the funnel's stages are the attribution's E-codes, unit for unit
     stage_code = {key: code for key, code, _ in FUNNEL_STAGES}
-    attributed = {e.unit_id: e.code for e in trace_explained(tight).attribution.units if e.label == "MUST"}
+    units = trace_explained(tight, user=people["auditor"]).attribution.units
+    attributed = {e.unit_id: e.code for e in units if e.label == "MUST"}
     assert {u: stage_code[s] for u, s in funnel.units if s != "admitted"} == attributed
 
     summed = traces_funnel([tight.pk, roomy.pk])
     assert summed.traces == 2 and summed.must == 6
-    assert summed.count("admitted") == 1 + trace_explained(roomy).funnel.count("admitted")
+    assert summed.count("admitted") == 1 + trace_explained(roomy, user=people["auditor"]).funnel.count("admitted")
 
     html = render_to_string("selection/trace_funnel.html", {"funnel": summed, "funnel_title": "C6"})
     assert 'data-stage="ineligible"' in html and "over 2 traces" in html
@@ -423,13 +424,13 @@ def test_backtest_funnels_sum_each_side(lab, people):
     assert dict(funnels["baseline"].counts)["ineligible"] == 1
 
 
-def test_near_misses_show_cost_and_what_would_give_way(lab, auditor_client):
+def test_near_misses_show_cost_and_what_would_give_way(lab, auditor_client, people):
     from selection.engine.explain import item_members, render_trace_item
     from selection.selectors import trace_explained
     from selection.store import units_by_uid
 
     trace = lab.select().trace
-    explained = trace_explained(trace)
+    explained = trace_explained(trace, user=people["auditor"])
     engine_trace, bundle = explained.result.trace, explained.result.bundle
     # the re-rendering of omitted items is exact: it reproduces every admitted item byte for byte
     members = item_members(engine_trace)

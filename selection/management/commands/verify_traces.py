@@ -23,7 +23,7 @@ class Command(BaseCommand):
         broken = 0
         for report in verify_chains(projects):
             if report.intact:
-                self.stdout.write(f"{report.project}: {report.traces} traces, chain intact")
+                self.stdout.write(f"{report.project}: {report.traces} traces, chain intact{report.tombstones}")
                 continue
             broken += len(report.broken)
             self.stdout.write(

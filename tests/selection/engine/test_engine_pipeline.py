@@ -540,3 +540,15 @@ def test_engine_imports_no_django():
         "assert not [m for m in sys.modules if m.startswith('django')]"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(REPO))
+
+
+def test_a_scope_naming_no_loaded_project_admits_nothing_and_says_why(index):
+    """Scoping fails closed: a scope the corpus cannot meet admits no unit, never every unit, and
+    each rejection names the scope (the frame validator refuses an empty or undeclared scope first)."""
+    nowhere = replace(ALPHA, scope=("nowhere",))
+    r = select(mini_request("C6", frame=nowhere), index)
+    assert r.trace.candidates and not r.bundle.items and r.trace.admitted_unit_ids() == ()
+    for record in r.trace.candidates:
+        assert record.reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE, record
+        (check,) = [c for c in record.eligibility if c.rule == "scope"]
+        assert not check.passed and "outside scope nowhere" in check.detail
