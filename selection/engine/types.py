@@ -120,7 +120,7 @@ class EstablishmentPolicy(Serialisable):
     thresholds: tuple[BuilderThresholds, ...] = DEFAULT_THRESHOLDS
     calibration: str = "loo"
     min_calibrated: int = 3
-    query_head: float = 0.5
+    query_head: float = 0.25
 
     def thresholds_for(self, builder: str) -> BuilderThresholds:
         for item in self.thresholds:

@@ -295,7 +295,7 @@ def test_the_hedge_keeps_the_query_only_head_a_wrong_frame_would_lose():
     assert head_unit not in unhedged.bundle.unit_ids()
     hedged = select(mini_request("C6", budget=60, work=wrong), index)
     assert hedged.trace.effective_condition == "C6~head"
-    assert "50% of the budget" in hedged.trace.condition_note
+    assert "25% of the budget" in hedged.trace.condition_note
     assert head_unit in hedged.bundle.unit_ids()
     # C6 folds the echo into the rule it restates: the rule carries the head's text, first
     assert hedged.bundle.items[0].sources == ("a-rule", "a-echo1", "a-echo2")
