@@ -468,6 +468,7 @@ def test_evaluation_page_shows_the_builder_tables(flab, client, django_user_mode
     assert cells[0] == "0.667" and cells[3] == "1"  # accuracy; one ambiguous task
     per_task = html[html.index('id="builder-cue"') : html.index('id="builder-hazard"')]
     assert "t-ambiguous" in per_task and "inferred-ambiguous" in per_task
+    assert "<code>C6~merged~head</code>" in per_task  # what abstention ran it as
     hazard = html[html.index('id="builder-hazard"') :]
     assert "t-ambiguous" in hazard[: hazard.index("</table>")]
     guarded = html[html.index('id="hazard-abstention"') :]
