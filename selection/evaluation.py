@@ -347,6 +347,9 @@ def _builder_document(builders, tasks, runs: Sequence[_Run]) -> dict:
         chosen = {t: row["work_type"] for t, row in shaped[NO_ABSTENTION]["tasks"].items()}
         table[builder] = {"accuracy": accuracy(chosen, declared_type), **shaped}
         frames = {r.task.uid: r.entry.result.trace.work_frame for r in own if r.side == ABSTENTION}
+        ran_as = {
+            r.task.uid: r.entry.result.trace.effective_condition for r in own if r.side == ABSTENTION
+        }
         details[builder] = {
             "condition": BUILDER_CONDITION,
             "establishment_counts": establishment_counts(shaped[ABSTENTION]["tasks"]),
@@ -356,6 +359,9 @@ def _builder_document(builders, tasks, runs: Sequence[_Run]) -> dict:
                     "runner_up": frames[t].runner_up,
                     "margin": frames[t].margin,
                     "plausible_work_types": list(frames[t].plausible_work_types),
+                    "confidence_bar": frames[t].confidence_bar,
+                    "calibration": frames[t].calibration,
+                    "effective_condition": ran_as[t],
                     "C0": baseline[t],
                     "declared": declared_recall[t],
                     "traces": {

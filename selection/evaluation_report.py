@@ -185,6 +185,8 @@ def _builder_rows(doc: dict) -> tuple[dict, ...]:
                         "declared": details["tasks"][task]["declared_work_type"] or "",
                         "work_type": cell["work_type"] or "",
                         "establishment": cell["establishment"],
+                        # what abstention ran the frame as (older evaluations did not record it)
+                        "ran_as": details["tasks"][task].get("effective_condition") or "",
                         "abstention": fmt("", cell["must_include_recall"]),
                         "no_abstention": fmt("", plain["tasks"][task]["must_include_recall"]),
                         "baseline": fmt("", details["tasks"][task]["C0"]),

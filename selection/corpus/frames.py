@@ -14,6 +14,7 @@ from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
 from selection.engine.types import (
     AMBIGUOUS_BEHAVIOURS,
+    CALIBRATIONS,
     DEFAULT_THRESHOLDS,
     UNKNOWN_BEHAVIOURS,
     BuilderThresholds,
@@ -37,7 +38,15 @@ FRAME_KEYS = (
     *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
 WORK_TYPE_KEYS = ("classes", "description", "cues")  # the 1.1 long form of a work type
-ESTABLISHMENT_KEYS = ("builder", "ambiguous", "unknown", "thresholds")
+ESTABLISHMENT_KEYS = (
+    "builder",
+    "ambiguous",
+    "unknown",
+    "thresholds",
+    "calibration",
+    "min_calibrated",
+    "query_head",
+)
 THRESHOLD_KEYS = ("margin", "min_score")
 APPROVAL_KEYS = ("required_approvals", "rejection_blocks", "approver_may_promote")
 MAX_REQUIRED_APPROVALS = 20
@@ -198,6 +207,22 @@ def _establishment(value: Any, place: Place, report: Report) -> EstablishmentPol
         fields["unknown"] = report.choice(known["unknown"], place.at("unknown"), UNKNOWN_BEHAVIOURS)
     if "thresholds" in known:
         fields["thresholds"] = _thresholds(known["thresholds"], place.at("thresholds"), report)
+    if "calibration" in known:
+        fields["calibration"] = report.choice(
+            known["calibration"], place.at("calibration"), CALIBRATIONS
+        )
+    if "min_calibrated" in known:
+        count = report.number(known["min_calibrated"], place.at("min_calibrated"))
+        if count is not None and (count != int(count) or count < 0):
+            report.add(place.at("min_calibrated"), f"expected a whole number >= 0, got {count!r}")
+            count = None
+        fields["min_calibrated"] = None if count is None else int(count)
+    if "query_head" in known:
+        share = report.number(known["query_head"], place.at("query_head"))
+        if share is not None and not 0 <= share <= 1:
+            report.add(place.at("query_head"), f"expected a share of the budget in [0, 1], got {share!r}")
+            share = None
+        fields["query_head"] = None if share is None else float(share)
     if any(item is None for item in fields.values()):
         return None
     return EstablishmentPolicy(**fields)

@@ -35,6 +35,9 @@ class Condition:
     oracle: bool = False  # read the hidden ledger (CO only)
     hard_class_rule: bool = True  # False: class absence is recorded but never excludes (soft frame)
     flat_rank: bool = False  # True: rank by score alone, ignoring class buckets
+    # an inferred frame's hedge: the share of the budget kept for the head of the scoped
+    # query-only ranking, admissible whatever its class and ranked ahead of the class buckets
+    query_head: float = 0.0
 
 
 _C0 = Condition("C0", "strong RAG, query only")
@@ -100,6 +103,10 @@ def effective_condition(
       unknown (or ambiguous under policy "query") -> "<name>~query": no objective query, no class
           pull, no class policy; scope and the corpus-fact layers (supersession, evidence,
           coalescing) stay, since they do not depend on what the work is.
+    Every inferred frame that keeps work-frame conditioning (confident, or ambiguous under
+    "merge"/"soft") is also hedged when the policy's `query_head` is above 0 -> "...~head": that
+    share of the budget goes first to the head of the scoped query-only ranking, whatever its
+    class, so a misread work type cannot crowd out what the query alone finds first.
     Returns the condition to run and a note for the trace ("" when unchanged).
     """
     if establishment not in ESTABLISHMENTS:
@@ -109,6 +116,20 @@ def effective_condition(
     policy = policy or EstablishmentPolicy()
     if not enabled or condition.class_policy != "work_type":
         return condition, ""
+    chosen, note = _abstain(condition, establishment, policy)
+    if establishment in ("inferred-confident", "inferred-ambiguous") and policy.query_head > 0:
+        if chosen.class_policy in ("work_type", "merged"):
+            share = policy.query_head
+            chosen = replace(chosen, name=f"{chosen.name}~head", query_head=share)
+            hedge = (
+                f"work frame {establishment}: the first {share:.0%} of the budget kept for the "
+                "head of the scoped query-only ranking, whatever its class"
+            )
+            note = f"{note}; {hedge.split(': ', 1)[1]}" if note else hedge
+    return chosen, note
+
+
+def _abstain(condition: Condition, establishment: str, policy: EstablishmentPolicy):
     behaviour = None
     if establishment == "inferred-ambiguous":
         behaviour = policy.ambiguous

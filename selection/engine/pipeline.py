@@ -258,6 +258,7 @@ def _ladder(
         )
     # routed units are already in the bundle (or omitted by the budget): they do not compete again
     in_envelope = frozenset(u.id for u in envelope)
+    head = _query_head(pool, index, condition, scope, budget - spent, in_envelope)
     order = [pos for pos in pool.order if index.units[pos].id not in in_envelope]
     candidates = [
         Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(order)
@@ -285,6 +286,7 @@ def _ladder(
         standpoint=standpoint,
         config=config,
         budget_tokens=budget,
+        head=head,
     )
     stages.append(StageSummary(Stage.ELIGIBILITY.value, len(candidates), len(eligible)))
     ranked = rank(
@@ -293,6 +295,7 @@ def _ladder(
         prefs=prefs,
         config=config,
         open_loop_applies=condition.class_policy in ("work_type", "merged"),
+        head=head,
     )
     stages.append(StageSummary(Stage.RANKING.value, len(eligible), len(ranked)))
 
@@ -324,6 +327,45 @@ def _ladder(
             ),
         )
     return envelope_working + candidates, pool, routed + decided, ops, stages
+
+
+def _query_head(pool, index, condition, scope, budget, skip) -> dict[int, int]:
+    """An inferred frame's hedge: the head of the scoped query-only ranking (the query's own fused
+    hits, as C0 ranks them, out-of-scope units skipped), in order until the next unit would pass
+    `condition.query_head` of the budget; position -> query-only rank. Units of the head that the
+    framed pool lacks join it (pulled by "query_head")."""
+    if condition.query_head <= 0 or pool.query is None:
+        return {}
+    allowance = condition.query_head * max(budget, 0)
+    head: dict[int, int] = {}
+    used = 0
+    fused = pool.query.fused
+    for place, (pos, _) in enumerate(fused, start=1):
+        unit = index.units[pos]
+        if unit.id in skip or (condition.scope_filter and unit.project not in scope):
+            continue
+        if used + unit.tokens > allowance:
+            break
+        used += unit.tokens
+        head[pos] = place
+    # a restatement carries what it echoes: the unit an echo folds into (C6) is of the head too
+    for pos, place in list(head.items()):
+        unit, seen = index.units[pos], {index.units[pos].id}
+        while unit.echo_of and not unit.refutes and unit.echo_of not in seen:
+            root = index.position.get(unit.echo_of)
+            if root is None:
+                break
+            seen.add(unit.echo_of)
+            head.setdefault(root, place)
+            unit = index.units[root]
+    added = 0
+    for pos, place in head.items():
+        if pos not in pool.score:
+            pool.add(pos, 1.0 - (place - 1) / len(fused), "query_head")
+            added += 1
+    pool.counts["query_head"] = len(head)
+    pool.counts["query_head_added"] = added
+    return head
 
 
 def _admit_envelope(envelope, index, request, standpoint, scope, budget):

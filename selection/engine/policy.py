@@ -4,7 +4,7 @@ breaks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from .conditions import Condition
@@ -146,10 +146,13 @@ def apply_eligibility(
     standpoint: datetime | None,
     config: EngineConfig,
     budget_tokens: int,
+    head: Mapping[int, int] | None = None,
 ) -> list[Working]:
     """Run every applicable rule on every candidate and record each; the first failure disposes of
-    it.
+    it. A unit of an inferred frame's query-only `head` (position -> query-only rank) passes the
+    class rule whatever its class.
     """
+    head = head or {}
     in_pool = {c.uid for c in candidates}
     scope_text = ",".join(sorted(scope))
     eligible: list[Working] = []
@@ -194,7 +197,17 @@ def apply_eligibility(
         if condition.class_policy != "none":
             tier = preference_tier(unit.evidence_class, prefs)
             supported = c.retrieval_rank <= config.class_absent_query_rank
-            if tier is not None:
+            if c.pos in head:
+                checks.append(
+                    EligibilityCheck(
+                        "class",
+                        True,
+                        None,
+                        f"class {unit.evidence_class}; query-only head of the inferred frame's "
+                        f"hedge (query-only rank {head[c.pos]})",
+                    )
+                )
+            elif tier is not None:
                 checks.append(
                     EligibilityCheck(
                         "class", True, None, f"class {unit.evidence_class} at tier {tier}"
@@ -240,8 +253,10 @@ def rank(
     prefs: Sequence[str],
     config: EngineConfig,
     open_loop_applies: bool,
+    head: Mapping[int, int] | None = None,
 ) -> list[Working]:
-    """Order by (class bucket, rank score desc, retrieval rank, unit id).
+    """Order by (class bucket, rank score desc, retrieval rank, unit id); the units of an inferred
+    frame's query-only `head` take bucket -1, ahead of every class bucket.
 
     rank_score = query_relevance
                  x (0.5 + 0.5 recency)                        [C1]
@@ -267,6 +282,8 @@ def rank(
         else:
             tier = preference_tier(c.unit.evidence_class, prefs)
             c.bucket = absent if tier is None else tier
+        if head and c.pos in head:
+            c.bucket = -1
     ranked = sorted(eligible, key=lambda c: (c.bucket, -c.rank_score, c.retrieval_rank, c.uid))
     for i, c in enumerate(ranked, start=1):
         c.rank = i

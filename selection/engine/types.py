@@ -91,6 +91,7 @@ DEFAULT_THRESHOLDS: tuple[BuilderThresholds, ...] = (
 )
 AMBIGUOUS_BEHAVIOURS = ("merge", "soft", "query")
 UNKNOWN_BEHAVIOURS = ("query",)
+CALIBRATIONS = ("loo", "none")
 
 
 @dataclass(frozen=True)
@@ -101,12 +102,25 @@ class EstablishmentPolicy(Serialisable):
     ambiguous: merge (scope kept, preference widened to the plausible work types' merged order),
     soft (the frame widens recall but neither excludes nor reorders), query (scoped query-only).
     unknown: query (scoped query-only).
+
+    calibration "loo": a builder that reads the project's declared past tasks (similarity) is
+    confident only above the largest margin at which it misread one of them, each read
+    leave-one-out (never with itself, never with the task being judged as neighbour or case),
+    and only once it has read at least `min_calibrated` of them; below that it is ambiguous at
+    best. "none": the thresholds alone decide.
+    query_head: the share of the budget an inferred (not declared) frame keeps for the head of
+    the scoped query-only ranking, admissible whatever its class and ranked ahead of the class
+    buckets, so that a misread work type cannot crowd out what the query alone finds first.
+    0 switches the hedge off.
     """
 
     builder: str = "declared"
     ambiguous: str = "merge"
     unknown: str = "query"
     thresholds: tuple[BuilderThresholds, ...] = DEFAULT_THRESHOLDS
+    calibration: str = "loo"
+    min_calibrated: int = 3
+    query_head: float = 0.25
 
     def thresholds_for(self, builder: str) -> BuilderThresholds:
         for item in self.thresholds:
@@ -191,6 +205,10 @@ class WorkFrame(Serialisable):
     plausible_work_types: tuple[str, ...] = ()
     objective_by: str = "declared"  # "declared", or the builder that wrote the objective itself
     scores: tuple[tuple[str, float], ...] = ()  # the builder's score per work type, best first
+    # the margin the builder needed to be confident (its threshold, raised by calibration), and
+    # how that bar was found ("" for declared frames and uncalibrated builders)
+    confidence_bar: float | None = None
+    calibration: str = ""
 
     def cited(self, field_name: str) -> tuple[str, ...]:
         for name, ids in self.cites:
@@ -334,7 +352,8 @@ class CandidateRecord(Serialisable):
     signals: Signals
     eligibility: tuple[EligibilityCheck, ...]
     eligible: bool
-    bucket: int | None  # class-preference tier (0 = most preferred); None when not ranked
+    bucket: int | None  # class-preference tier (0 = most preferred; -1 = an inferred frame's
+    # query-only head, its hedge); None when not ranked
     rank_score: float  # the score ordering candidates inside a bucket
     rank: int | None  # 1-based position after ranking; None when rejected before it
     stage: str  # the stage that disposed of it

@@ -257,7 +257,24 @@ def test_trace_page_shows_how_the_frame_was_established(flab, client, django_use
     assert "<code>a1</code>" in work_type[: work_type.index("</tr>")]
     stored = selection.trace.header
     assert stored["work_frame"]["establishment"] == "inferred-ambiguous"
-    assert stored["effective_condition"] == "C6~merged"
+    # merged, and hedged: an inferred frame keeps the head of the query-only ranking
+    assert stored["effective_condition"] == "C6~merged~head"
+    assert "ran as <code>C6~merged~head</code>" in html
+    assert "25% of the budget kept for the head of the scoped query-only ranking" in html
+    # the similarity builder says how its confidence was calibrated on the declared tasks
+    similar = run_selection(
+        project=project,
+        query="What should happen next?",
+        work_frame=WorkFrame(signals=(WorkSignal("a1", "user_message", "Review the release."),)),
+        budget_tokens=200,
+        builder="similarity",
+        use_dense=False,
+    )
+    html = client.get(reverse("trace-detail", args=[similar.trace.pk])).content.decode()
+    assert "Established by the <strong>similarity</strong> builder" in html
+    assert "Confidence needed a margin of" in html
+    assert "leave-one-out over 3 declared past tasks" in html
+    assert similar.trace.header["work_frame"]["calibration"].startswith("leave-one-out over 3")
 
 
 # --- the model builder, against a stand-in for the chat endpoint ------------------------------
@@ -420,6 +437,8 @@ def test_evaluate_builders_writes_the_frame_builder_table(flab, tmp_path):
     assert set(cue["no_abstention"]["mean"]) >= {"must_include_recall", "precision"}
     assert doc["builders"]["declared"]["accuracy"] == 1.0
     assert doc["builder_details"]["cue"]["establishment_counts"]["inferred-ambiguous"] == 1
+    # the ambiguous frame ran merged and hedged, and the details say so
+    assert doc["builder_details"]["cue"]["tasks"]["t-ambiguous"]["effective_condition"] == "C6~merged~head"
     # the hazard's wrong frame, checked against the cue builder's scores: the signals point to
     # release, so "review" is unknown and runs as scoped query-only
     wrong = doc["hazard_abstention"]["cue"]["t-release"]
@@ -449,6 +468,7 @@ def test_evaluation_page_shows_the_builder_tables(flab, client, django_user_mode
     assert cells[0] == "0.667" and cells[3] == "1"  # accuracy; one ambiguous task
     per_task = html[html.index('id="builder-cue"') : html.index('id="builder-hazard"')]
     assert "t-ambiguous" in per_task and "inferred-ambiguous" in per_task
+    assert "<code>C6~merged~head</code>" in per_task  # what abstention ran it as
     hazard = html[html.index('id="builder-hazard"') :]
     assert "t-ambiguous" in hazard[: hazard.index("</table>")]
     guarded = html[html.index('id="hazard-abstention"') :]

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from ..types import BuilderThresholds, ProjectFrame, WorkFrame, WorkSignal
+from ..types import BuilderThresholds, EstablishmentPolicy, ProjectFrame, WorkFrame, WorkSignal
 
 Vector = Sequence[float]
 
@@ -60,6 +60,18 @@ class Establishment:
     runner_up: str | None
     plausible: tuple[str, ...]
     scores: tuple[tuple[str, float], ...] = ()
+    bar: float | None = None  # the margin confidence needed (threshold, raised by calibration)
+    calibration: str = ""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One of the project's declared past tasks, read by the builder leave-one-out: the margin of
+    its first work type over its second, and whether the first was the declared one."""
+
+    task_id: str
+    margin: float | None
+    right: bool
 
 
 def establish(scores: Mapping[str, float], thresholds: BuilderThresholds) -> Establishment:
@@ -85,22 +97,67 @@ def establish(scores: Mapping[str, float], thresholds: BuilderThresholds) -> Est
     return Establishment(first_name, "inferred-confident", margin, runner_up, (), ranked)
 
 
+def calibrate(
+    found: Establishment,
+    cases: Sequence[Case],
+    thresholds: BuilderThresholds,
+    policy: EstablishmentPolicy,
+) -> Establishment:
+    """`found` judged against how the builder did on the project's declared past tasks
+    (`cases`, each read leave-one-out), as the policy's `calibration` says.
+
+    "loo": the bar for confidence is the threshold margin, raised to the largest margin at which
+    the builder misread a case; confident needs a margin above every such misreading and at least
+    `min_calibrated` cases. Otherwise the frame is ambiguous at best, and every work type within
+    the bar of the first is plausible. An unknown establishment stays unknown.
+    """
+    if policy.calibration != "loo":
+        return replace(found, bar=thresholds.margin)
+    wrong = [c.margin for c in cases if not c.right and c.margin is not None]
+    worst = max(wrong, default=None)
+    bar = max(thresholds.margin, worst if worst is not None else 0.0)
+    right = sum(1 for c in cases if c.right)
+    note = (
+        f"leave-one-out over {len(cases)} declared past task{'s' if len(cases) != 1 else ''}: "
+        f"{right} read right"
+        + (f", largest margin of a misreading {worst:.3f}" if worst is not None else "")
+    )
+    if found.establishment == "unknown" or found.work_type is None:
+        return replace(found, bar=bar, calibration=note)
+    sure = (
+        found.margin is None or (found.margin >= thresholds.margin and (worst is None or found.margin > worst))
+    )
+    if len(cases) < policy.min_calibrated:
+        sure = False
+        note += f" (fewer than {policy.min_calibrated}: ambiguous at best)"
+    if sure and found.establishment == "inferred-confident":
+        return replace(found, bar=bar, calibration=note)
+    first = found.scores[0][1] if found.scores else 0.0
+    plausible = tuple(
+        n for n, s in found.scores if first - s < bar or (worst is not None and first - s <= worst)
+    ) or (found.work_type,)
+    return replace(
+        found, establishment="inferred-ambiguous", plausible=plausible, bar=bar, calibration=note
+    )
+
+
 def establishment_of(frame: WorkFrame, work_type: str, thresholds: BuilderThresholds) -> WorkFrame:
     """`frame` (a built one) with `work_type` put in its place, established against the builder's
-    own scores: confident when it is the builder's first and leads by the margin, ambiguous when it
-    is within the margin of the first (every type within the margin is plausible), unknown when
-    the signals point elsewhere or nowhere. For the hazard experiment: would a wrong work type be
-    held with confidence by what the signals show?"""
+    own scores: the frame's own establishment when it is the builder's first, ambiguous when it is
+    within the bar of the first (the frame's calibrated bar, else the threshold margin; every type
+    within it is plausible), unknown when the signals point elsewhere or nowhere. For the hazard
+    experiment: would a wrong work type be held with confidence by what the signals show?"""
     scores = dict(frame.scores)
     mine = scores.get(work_type)
     first_name, first = frame.scores[0] if frame.scores else (None, 0.0)
-    if mine is None or first < thresholds.min_score or first - mine >= thresholds.margin:
+    bar = frame.confidence_bar if frame.confidence_bar is not None else thresholds.margin
+    if first_name == work_type and first >= thresholds.min_score:
+        establishment, plausible = frame.establishment, frame.plausible_work_types
+    elif mine is None or first < thresholds.min_score or first - mine >= bar:
         establishment, plausible = "unknown", ()
-    elif first_name == work_type and (frame.margin is None or frame.margin >= thresholds.margin):
-        establishment, plausible = "inferred-confident", ()
     else:
         establishment = "inferred-ambiguous"
-        plausible = tuple(n for n, s in frame.scores if first - s < thresholds.margin)
+        plausible = tuple(n for n, s in frame.scores if first - s < bar)
     return replace(
         frame,
         work_type=work_type,
@@ -140,6 +197,8 @@ def inferred_frame(
         plausible_work_types=found.plausible,
         objective_by=builder if objective else "",
         scores=tuple((name, round(score, 6)) for name, score in found.scores),
+        confidence_bar=None if found.bar is None else round(found.bar, 6),
+        calibration=found.calibration,
     )
 
 

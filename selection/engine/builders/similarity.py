@@ -1,6 +1,7 @@
 """The similarity builder: the loaded embedding model compares the signals with each work type's
 description and with past tasks whose work type a person declared (nearest neighbour, never the
-task being judged). Needs no cues."""
+task being judged). Needs no cues. How sure it may be is calibrated on those same past tasks, each
+read leave-one-out (EstablishmentPolicy.calibration)."""
 
 # Measured on fixtures/context-lab (docs/results.md): the description alone picked 6 of 12 work
 # types, the nearest past task alone 2 of 12 (few tasks per type, shared vocabulary), their max 4;
@@ -13,6 +14,8 @@ import numpy as np
 from .common import (
     BuilderInput,
     BuilderTools,
+    Case,
+    calibrate,
     establish,
     inferred_frame,
     ordered,
@@ -41,30 +44,43 @@ def build_similarity(inputs: BuilderInput, tools: BuilderTools):
     descriptions = {
         name: vector for (name, _), vector in zip(described, vectors[1 + len(signals) :], strict=True)
     }
-    neighbours: dict[str, list[np.ndarray]] = {}
+    neighbours: dict[str, list[tuple[str, np.ndarray]]] = {}
+    calibration: list[tuple[str, str, np.ndarray]] = []
     for exemplar in sorted(inputs.exemplars, key=lambda e: e.task_id):
         if exemplar.task_id == inputs.task_id or not frame.lists(exemplar.work_type):
             continue  # never the task being judged; never a work type the frame dropped
-        neighbours.setdefault(exemplar.work_type, []).append(
-            np.asarray(exemplar.vector, dtype=np.float64)
-        )
+        vector = np.asarray(exemplar.vector, dtype=np.float64)
+        neighbours.setdefault(exemplar.work_type, []).append((exemplar.task_id, vector))
+        calibration.append((exemplar.task_id, exemplar.work_type, vector))
     names = sorted(set(descriptions) | set(neighbours))
     if not names:
         return unknown_frame(inputs, "similarity")
 
-    def score(name: str, query: np.ndarray) -> np.ndarray:
+    def score(name: str, query: np.ndarray, skip: str | None = None) -> np.ndarray | None:
         """The mean of the description's similarity and the mean similarity of the work type's
-        NEIGHBOURS nearest past tasks (either alone when the other is missing)."""
+        NEIGHBOURS nearest past tasks (either alone when the other is missing); `skip` is a past
+        task left out of the neighbours (the calibration case being read)."""
         parts = []
         if name in descriptions:
             parts.append(descriptions[name] @ query)
-        if name in neighbours:
-            sims = np.sort(np.vstack(neighbours[name]) @ query, axis=0)[::-1]
+        near = [v for task_id, v in neighbours.get(name, ()) if task_id != skip]
+        if near:
+            sims = np.sort(np.vstack(near) @ query, axis=0)[::-1]
             parts.append(np.mean(sims[:NEIGHBOURS], axis=0))
-        return np.mean(np.asarray(parts), axis=0)
+        return np.mean(np.asarray(parts), axis=0) if parts else None
 
-    scores = {name: round(float(score(name, whole)), 6) for name in names}
-    found = establish(scores, frame.establishment.thresholds_for("similarity"))
+    def read(query: np.ndarray, skip: str | None = None) -> dict[str, float]:
+        scored = {name: score(name, query, skip) for name in names}
+        return {name: round(float(value), 6) for name, value in scored.items() if value is not None}
+
+    thresholds = frame.establishment.thresholds_for("similarity")
+    # leave-one-out over the project's declared past tasks: each read with every other past task
+    # (never itself, never the task being judged) as neighbours, as this task is read
+    cases = []
+    for task_id, work_type, vector in calibration:
+        known = establish(read(vector, skip=task_id), thresholds)
+        cases.append(Case(task_id, known.margin, known.work_type == work_type))
+    found = calibrate(establish(read(whole), thresholds), cases, thresholds, frame.establishment)
     if found.work_type is None:
         return unknown_frame(inputs, "similarity")
     # work type -> each signal's own score, to cite the signals that point at the chosen type

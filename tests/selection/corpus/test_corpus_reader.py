@@ -804,3 +804,39 @@ def test_cites_keep_the_format_order_whatever_the_file_order(make_corpus, sample
     )
     cites = read_corpus(make_corpus(tasks=tasks)).tasks[0].frame.cites
     assert cites == (("objective", ("s1",)), ("work_type", ("s1", "s2")))
+
+
+# --- establishment policy: calibration and the query-only hedge ---------------------------------
+
+
+def test_establishment_calibration_and_hedge_are_frame_fields(make_corpus, samples):
+    texts = samples.texts()
+    corpus = replaced(
+        texts["corpus.yaml"],
+        "      class_pull: 2\n",
+        "      class_pull: 2\n      establishment:\n        builder: similarity\n"
+        "        calibration: none\n        min_calibrated: 5\n        query_head: 0.25\n",
+    )
+    policy = read_corpus(make_corpus(corpus=corpus)).project("alpha").project_frame.establishment
+    assert (policy.builder, policy.calibration, policy.min_calibrated, policy.query_head) == (
+        "similarity", "none", 5, 0.25
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "fragment"),
+    [
+        ("calibration: sometimes", "calibration", "sometimes"),
+        ("query_head: 1.5", "query_head", "[0, 1]"),
+        ("min_calibrated: 2.5", "min_calibrated", "whole number"),
+    ],
+)
+def test_bad_establishment_policy_is_refused(make_corpus, samples, entry, field, fragment):
+    texts = samples.texts()
+    corpus = replaced(
+        texts["corpus.yaml"], "      class_pull: 2\n", f"      class_pull: 2\n      establishment:\n        {entry}\n"
+    )
+    error = rejected(make_corpus(corpus=corpus))
+    issue = the_issue(error)
+    assert (issue.file, issue.field) == ("corpus.yaml", field), str(error)
+    assert fragment in issue.message, str(error)

@@ -397,7 +397,19 @@ def test_abstention_weakens_conditioning_but_leaves_declared_frames_alone(index)
         mini_request("C6", work=replace(mini_work(), establishment="inferred-confident")), index
     )
     assert declared.trace.effective_condition == "C6" and declared.trace.condition_note == ""
-    assert confident.bundle.digest == declared.bundle.digest
+    # an inferred frame, even a confident one, is hedged by the query-only head (frame policy)
+    assert confident.trace.effective_condition == "C6~head"
+    unhedged_frame = replace(ALPHA, establishment=EstablishmentPolicy(query_head=0.0))
+    unhedged = select(
+        mini_request(
+            "C6",
+            work=replace(mini_work(), establishment="inferred-confident"),
+            frame=unhedged_frame,
+        ),
+        index,
+    )
+    assert unhedged.trace.effective_condition == "C6"
+    assert unhedged.bundle.digest == declared.bundle.digest
     unknown = select(mini_request("C6", work=replace(mini_work(), establishment="unknown")), index)
     assert unknown.trace.condition == "C6" and unknown.trace.effective_condition == "C6~query"
     assert "unknown" in unknown.trace.condition_note
@@ -405,7 +417,7 @@ def test_abstention_weakens_conditioning_but_leaves_declared_frames_alone(index)
     ambiguous = select(
         mini_request("C6", work=replace(mini_work(), establishment="inferred-ambiguous")), index
     )
-    assert ambiguous.trace.effective_condition == "C6~merged"
+    assert ambiguous.trace.effective_condition == "C6~merged~head"
     soft_frame = replace(ALPHA, establishment=EstablishmentPolicy(ambiguous="soft"))
     soft = select(
         mini_request(
@@ -415,7 +427,7 @@ def test_abstention_weakens_conditioning_but_leaves_declared_frames_alone(index)
         ),
         index,
     )
-    assert soft.trace.effective_condition == "C6~soft"
+    assert soft.trace.effective_condition == "C6~soft~head"
     off = select(
         mini_request("C6", work=replace(mini_work(), establishment="unknown")),
         index,
@@ -427,7 +439,8 @@ def test_abstention_weakens_conditioning_but_leaves_declared_frames_alone(index)
 def test_soft_frame_retains_a_class_absent_unit():
     index = CorpusIndex.build(crowd_units())
     work = replace(mini_work(objective=""), establishment="inferred-ambiguous")
-    soft_frame = replace(ALPHA, establishment=EstablishmentPolicy(ambiguous="soft"))
+    # without the hedge, so that the soft rule alone is what keeps the unit
+    soft_frame = replace(ALPHA, establishment=EstablishmentPolicy(ambiguous="soft", query_head=0.0))
     r = select(mini_request("C4", query=CROWD_QUERY, work=work, frame=soft_frame), index)
     g = rec(r, "a-gossip")
     assert g.eligible and "soft frame" in g.eligibility[-1].detail
