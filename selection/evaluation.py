@@ -17,7 +17,7 @@ from django.db import transaction
 from authority.access import access_evaluate
 from authority.audit import audit_record
 from authority.selectors import current_frame_version
-from selection.engine.attribution import FailureCode
+from selection.engine.attribution import LOSS_STAGES, FailureCode
 from selection.engine.builders import BUILDERS, establishment_of
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
 from selection.engine.metrics import METRICS, overlap
@@ -122,6 +122,21 @@ def hazard_table(
     }
 
 
+def stage_losses(losses_by_task: Mapping[str, Mapping[str, int]]) -> dict:
+    """Recall at every stage: MUST units summed over tasks, how many each stage lost and its share
+    of them (`recalled` is the share that reached the bundle, folded units included)."""
+    counts = dict.fromkeys(LOSS_STAGES, 0)
+    for losses in losses_by_task.values():
+        for stage, n in losses.items():
+            counts[stage] += n
+    must = sum(counts.values())
+    return {
+        "must": must,
+        "counts": counts,
+        "shares": {stage: (n / must if must else 0.0) for stage, n in counts.items()},
+    }
+
+
 def ecode_counts(ecodes_by_task: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
     """How many units got each E-code across tasks; every code E0..E6 present, zero included."""
     counts = Counter(code for codes in ecodes_by_task.values() for code in codes.values())
@@ -142,6 +157,7 @@ class _Run:
     metrics: dict[str, float]
     admitted: tuple[str, ...]
     ecodes: dict[str, str]
+    losses: dict[str, int]
     entry: TraceEntry
     trace_id: int | None = field(default=None)
     builder: str | None = None  # set on a frame-builder run, with its side
@@ -156,6 +172,7 @@ class _Run:
             **self.metrics,
             "admitted": list(self.admitted),
             "ecodes": dict(self.ecodes),
+            "losses": dict(self.losses),
             "trace": self.trace_id,
         }
 
@@ -275,7 +292,7 @@ def _scored(task, selection, version, ledger, condition, variant, work_type, **b
     """One replay scored against the task's ledger, with the trace entry to store."""
     score = score_result(task, selection.result, selection.project_frame, ledger)
     entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
-    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), entry, **builder)
+    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), score.losses(), entry, **builder)
 
 
 def _builder_runs(task, builder: str, version, ledger, *, hazard: bool = False) -> list[_Run]:
@@ -403,6 +420,7 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
             "label": CONDITIONS[c].label,
             "mean": mean_metrics(per_task),
             "ecode_counts": ecode_counts({tid: row["ecodes"] for tid, row in per_task.items()}),
+            "stage_losses": stage_losses({tid: row["losses"] for tid, row in per_task.items()}),
             "tasks": per_task,
         }
     pairs: dict[str, list[str]] = {}
@@ -441,6 +459,7 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
         "hazard_condition": HAZARD_CONDITION,
         "misassigned": {tid: {"work_type": r.work_type, **r.row()} for tid, r in sorted(wrong.items())},
         "ecode_counts": {c: conditions[c]["ecode_counts"] for c in names},
+        "stage_losses": {c: conditions[c]["stage_losses"] for c in names},
     }
 
 

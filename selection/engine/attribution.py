@@ -124,3 +124,84 @@ def attribute(
         entries.append(UnitAttribution("", "", FailureCode.E6.value, Stage.READER.value, ""))
     entries.sort(key=lambda e: (e.code, e.unit_id))
     return Attribution(units=tuple(entries), codes=tuple(sorted({e.code for e in entries})))
+
+
+class LossStage(StrEnum):
+    """Where a MUST unit was lost, in pipeline order (the recall-at-every-stage table)."""
+
+    ABSENT = "absent"  # E0: not in memory
+    POOL = "pool"  # E1: in memory, never a candidate
+    ELIGIBILITY = "eligibility"  # E2: a candidate, ruled ineligible
+    RANKING = "ranking"  # E3 with room: filler ranked ahead of it took the budget it needed
+    BUDGET = "budget"  # E3 without room: the wanted evidence ahead of it already filled the budget
+    REDUNDANCY = "redundancy"  # E5: rejected as a near-duplicate of an admitted item
+    RECALLED = "recalled"  # admitted, or folded into an admitted item (the metric counts it)
+
+
+LOSS_STAGES: tuple[str, ...] = tuple(stage.value for stage in LossStage)
+WANTED = ("MUST", "SHOULD")
+
+
+def must_loss_stages(
+    trace: ContextTrace,
+    ledger: Mapping[str, str],
+    corpus_ids: Collection[str],
+    item_tokens: Mapping[str, int],
+) -> dict[str, str]:
+    """MUST unit id -> the LossStage where it was lost (or `recalled`).
+
+    An eligible MUST unit that did not fit is split by what a perfect ranking could have done:
+    `budget` when the routed envelope plus the admitted items carrying MUST or SHOULD units ranked
+    ahead of it, plus its own text (unit_tokens), exceed the budget; otherwise `ranking` (the room
+    went to filler ranked ahead of it). `item_tokens` maps admitted item ids to their tokens.
+    """
+    by_id = {c.unit_id: c for c in trace.candidates}
+    wanted_items: dict[str, int | None] = {}  # admitted item id -> rank of its primary (None: routed)
+    for c in trace.candidates:
+        if c.item_id is None or c.item_id not in item_tokens or c.disposition not in REACHES_MODEL:
+            continue
+        if ledger.get(c.unit_id) in WANTED:
+            primary = by_id.get(c.item_id.removeprefix("item-"))
+            routed = primary is not None and primary.stage == Stage.ROUTING
+            rank = None if routed or primary is None else primary.rank
+            wanted_items.setdefault(c.item_id, rank)
+    routed_tokens = sum(
+        item_tokens[c.item_id]
+        for c in trace.candidates
+        if c.stage == Stage.ROUTING and c.item_id in item_tokens and c.item_id not in wanted_items
+    )
+    out: dict[str, str] = {}
+    for unit_id in sorted(u for u, lab in ledger.items() if lab == "MUST"):
+        c = by_id.get(unit_id)
+        code = missed_code(unit_id in corpus_ids, c)
+        if code is None:
+            out[unit_id] = LossStage.RECALLED.value
+        elif code == FailureCode.E0:
+            out[unit_id] = LossStage.ABSENT.value
+        elif code == FailureCode.E1:
+            out[unit_id] = LossStage.POOL.value
+        elif code == FailureCode.E2:
+            out[unit_id] = LossStage.ELIGIBILITY.value
+        elif code == FailureCode.E5:
+            out[unit_id] = (
+                LossStage.RECALLED.value
+                if c.disposition == Disposition.FOLDED
+                else LossStage.REDUNDANCY.value
+            )
+        else:
+            ahead = routed_tokens + sum(
+                item_tokens[item]
+                for item, rank in wanted_items.items()
+                if rank is None or (c.rank is not None and rank < c.rank)
+            )
+            room = ahead + c.unit_tokens <= trace.budget_tokens
+            out[unit_id] = (LossStage.RANKING if room else LossStage.BUDGET).value
+    return out
+
+
+def loss_counts(stages: Mapping[str, str]) -> dict[str, int]:
+    """How many MUST units each LossStage holds, every stage present."""
+    counts = dict.fromkeys(LOSS_STAGES, 0)
+    for stage in stages.values():
+        counts[stage] += 1
+    return counts

@@ -16,6 +16,7 @@ from django.urls import NoReverseMatch, reverse
 
 from selection import store
 from selection.engine.conditions import LADDER, UnknownCondition
+from selection.engine.attribution import LOSS_STAGES
 from selection.engine.metrics import METRICS
 from selection.evaluation import (
     ALL_CONDITIONS,
@@ -181,6 +182,14 @@ def test_the_json_document_has_the_documented_shape(doc):
             assert all(code in ECODES for code in row["ecodes"].values())
     for row in doc["pairs"].values():
         assert set(row) == set(ALL_CONDITIONS)
+    for condition, losses in doc["stage_losses"].items():
+        # recall at every stage: the stages account for every MUST unit, and `recalled` is recall
+        assert list(losses["counts"]) == list(LOSS_STAGES)
+        assert sum(losses["counts"].values()) == losses["must"] > 0
+        for row in doc["conditions"][condition]["tasks"].values():
+            must = sum(row["losses"].values())
+            assert row["losses"]["recalled"] == round(row["must_include_recall"] * must)
+    assert doc["stage_losses"]["CO"]["shares"]["recalled"] == 1.0
     for row in doc["hazard"].values():
         assert {"declared", "misassigned", "C0"} <= set(row)
     json.dumps(doc)  # plain JSON all the way down

@@ -154,3 +154,38 @@ def test_attribution_round_trips(index):
     att = attribute(r.trace, {"nowhere": "MUST", "b-rule": "MUST"}, index.position)
     assert Attribution.from_dict(att.as_dict()) == att
     assert replace(att, codes=()) != att
+
+
+# --- recall at every stage -----------------------------------------------------------------------
+
+
+def stages_of(result, ledger, index):
+    from selection.engine.attribution import must_loss_stages
+
+    tokens = {i.item_id: i.tokens for i in result.bundle.items}
+    return must_loss_stages(result.trace, ledger, index.position, tokens)
+
+
+def test_loss_stages_name_the_stage_that_lost_each_must_unit(index):
+    r = select(mini_request("C5"), index)
+    got = stages_of(
+        r, {"nowhere": "MUST", "a-hidden": "MUST", "b-rule": "MUST", "a-rule": "MUST"}, index
+    )
+    assert got == {
+        "nowhere": "absent",
+        "a-hidden": "pool",
+        "b-rule": "eligibility",
+        "a-rule": "recalled",
+    }
+    folded = select(mini_request("C6"), index)
+    assert stages_of(folded, {"a-echo1": "MUST"}, index) == {"a-echo1": "recalled"}
+
+
+def test_a_budget_omission_is_ranking_when_filler_took_the_room_and_budget_when_evidence_did(index):
+    full = select(mini_request("C5"), index)
+    last = full.bundle.items[-1].sources[0]
+    budget = sum(i.tokens for i in full.bundle.items[:-1])
+    r = select(mini_request("C5", budget=budget), index)
+    assert stages_of(r, {last: "MUST"}, index) == {last: "ranking"}  # the rest is filler
+    ahead = {i.sources[0]: "SHOULD" for i in r.bundle.items}  # everything ahead of it is wanted
+    assert stages_of(r, {last: "MUST", **ahead}, index)[last] == "budget"
