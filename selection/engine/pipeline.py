@@ -37,6 +37,7 @@ from .types import (
     CandidateRecord,
     CoalescingOp,
     ContextBundle,
+    Effect,
     ContextTrace,
     EngineConfig,
     RetrievalRecord,
@@ -265,7 +266,8 @@ def _ladder(
     for r, c in enumerate(sorted(candidates, key=lambda c: (-c.query_score, c.uid)), start=1):
         c.retrieval_rank = r
     positions = np.asarray(order, dtype=np.int64)
-    jaccard = _compute_signals(candidates, positions, index, request, standpoint, scope)
+    jaccard = _compute_signals(candidates, positions, index, request, standpoint, scope, pool)
+    _retrieval_parts(candidates, pool, config.rrf_k)
     stages = [
         StageSummary(
             Stage.RETRIEVAL.value,
@@ -381,7 +383,7 @@ def _oracle(request, index, config, standpoint, timings):
         c.rank_score = round(c.query_score, 6)
     positions = np.asarray(pool.order, dtype=np.int64)
     _compute_signals(
-        candidates, positions, index, request, standpoint, request.project_frame.scope_set
+        candidates, positions, index, request, standpoint, request.project_frame.scope_set, pool
     )
     stages = [StageSummary(Stage.ORACLE.value, len(ledger), len(candidates))]
     decided = admit_within_budget(
@@ -399,8 +401,12 @@ def _compute_signals(
     request,
     standpoint,
     scope,
+    pool: Pool | None = None,
 ) -> np.ndarray:
-    """All nine signals for every candidate, before eligibility; returns the Jaccard matrix."""
+    """All ten signals for every candidate, before eligibility; returns the Jaccard matrix.
+
+    query_relevance and objective_relevance read each text's own fused list (1 - (rank - 1) / n;
+    0 when absent), never the pool position that mixes the two."""
     frame, work = request.project_frame, request.work_frame
     # goal relevance always reads the work frame's own preference list, whatever the condition ranks
     # by,
@@ -416,10 +422,13 @@ def _compute_signals(
     loop_weight = sig.open_loop_weight(frame, work.work_type)
     reference = standpoint or index.newest
     pool_ids = frozenset(c.uid for c in candidates)
+    own_query = _own_relevance(pool.query if pool else None)
+    own_objective = _own_relevance(pool.objective if pool else None)
     for i, c in enumerate(candidates):
         u = c.unit
         c.signals = {
-            "query_relevance": round(c.query_score, 6),
+            "query_relevance": own_query.get(c.pos, 0.0),
+            "objective_relevance": own_objective.get(c.pos, 0.0),
             "goal_relevance": round(float(goal[i]), 6),
             "project_relevance": 1.0 if u.project in scope else 0.0,
             "temporal_validity": sig.temporal_validity(u, standpoint, index),
@@ -430,6 +439,38 @@ def _compute_signals(
             "redundancy": round(float(redundancy[i]), 6),
         }
     return jaccard
+
+
+def _own_relevance(hits: QueryHits | None) -> dict[int, float]:
+    """Position -> 1 - (rank - 1) / n in one text's own fused list (the query's or the objective's)."""
+    if hits is None or not hits.fused:
+        return {}
+    n = len(hits.fused)
+    return {pos: round(1.0 - i / n, 6) for i, (pos, _) in enumerate(hits.fused)}
+
+
+def _retrieval_parts(candidates: Sequence[Working], pool: Pool, rrf_k: int) -> None:
+    """What each candidate's retrieval score (query_score) is made of: the query's and the
+    objective's RRF terms in proportion (C4+ fuses the two lists), or the pull that added it."""
+    query = {p: r for r, (p, _) in enumerate(pool.query.fused, start=1)} if pool.query else {}
+    objective = (
+        {p: r for r, (p, _) in enumerate(pool.objective.fused, start=1)} if pool.objective else {}
+    )
+    for c in candidates:
+        if c.pos not in pool.fused:
+            c.base_parts = (("pull", Effect.PULLED, 1.0, pool.pulled_by.get(c.pos, "")),)
+            continue
+        if pool.objective is None:
+            c.base_parts = (("query_relevance", Effect.FUSED, 1.0, "the query's fused list alone"),)
+            continue
+        q = 1.0 / (rrf_k + query[c.pos]) if c.pos in query else 0.0
+        o = 1.0 / (rrf_k + objective[c.pos]) if c.pos in objective else 0.0
+        parts = []
+        if q:
+            parts.append(("query_relevance", Effect.FUSED, q / (q + o), f"rrf share {q / (q + o):.3f}"))
+        if o:
+            parts.append(("objective_relevance", Effect.FUSED, o / (q + o), f"rrf share {o / (q + o):.3f}"))
+        c.base_parts = tuple(parts)
 
 
 def _hit(hits: QueryHits | None, ranks: dict[int, int] | None, pos: int, dense: bool):
@@ -563,6 +604,7 @@ def _record(c: Working, pool: Pool, maps) -> CandidateRecord:
         item_id=c.item_id,
         redundancy_with_admitted=c.redundancy_admitted,
         noted_on=c.noted_on,
+        contributions=c.contributions if c.eligible else (),
     )
 
 

@@ -11,7 +11,15 @@ from .conditions import Condition
 from .index import CorpusIndex
 from .reason_codes import ReasonCode, Stage
 from .signals import preference_tier, superseded_as_of
-from .types import EligibilityCheck, EngineConfig, ProjectFrame, Unit, WorkFrame
+from .types import (
+    Contribution,
+    Effect,
+    EligibilityCheck,
+    EngineConfig,
+    ProjectFrame,
+    Unit,
+    WorkFrame,
+)
 
 
 class Working:
@@ -38,6 +46,8 @@ class Working:
         "redundancy_admitted",
         "noted_on",
         "folded",
+        "base_parts",
+        "contributions",
     )
 
     def __init__(self, pos: int, unit: Unit, pool_rank: int, query_score: float):
@@ -59,6 +69,9 @@ class Working:
         self.redundancy_admitted: float | None = None
         self.noted_on: str | None = None
         self.folded = False
+        # (signal, effect, share of query_score, note): what the retrieval score is made of
+        self.base_parts: tuple[tuple[str, str, float, str], ...] = ()
+        self.contributions: tuple[Contribution, ...] = ()
 
     @property
     def uid(self) -> str:
@@ -233,6 +246,21 @@ def apply_eligibility(
     return eligible
 
 
+def _rank_score(c: Working, condition: Condition, config: EngineConfig, open_loop_applies: bool) -> float:
+    """The rank score exactly as the policy defines it (the contributions decompose it)."""
+    s = c.signals
+    score = round(c.query_score, 6)
+    if condition.recency:
+        score *= 0.5 + 0.5 * s["recency"]
+    if condition.layers:
+        score *= s["temporal_validity"] * s["evidence_strength"]
+        if open_loop_applies:
+            score += config.open_loop_weight * s["open_loop_relevance"]
+    if condition.adjacency:
+        score += config.adjacency_weight * s["adjacency"]
+    return score
+
+
 def rank(
     eligible: Sequence[Working],
     *,
@@ -243,25 +271,70 @@ def rank(
 ) -> list[Working]:
     """Order by (class bucket, rank score desc, retrieval rank, unit id).
 
-    rank_score = query_relevance
+    rank_score = retrieval score (query_score: the pool position of the fused query and objective
+                 lists; a pulled unit's pull score)
                  x (0.5 + 0.5 recency)                        [C1]
                  x temporal_validity x evidence_strength      [C5+]
                  + 0.15 open_loop_relevance                   [C5+, work-frame conditions]
                  + 0.05 adjacency                             [C6]
+    Each candidate records every signal's contribution (they sum to the rank score).
     """
     absent = len(prefs)
     for c in eligible:
         s = c.signals
-        score = s["query_relevance"]
-        if condition.recency:
-            score *= 0.5 + 0.5 * s["recency"]
-        if condition.layers:
-            score *= s["temporal_validity"] * s["evidence_strength"]
-            if open_loop_applies:
-                score += config.open_loop_weight * s["open_loop_relevance"]
-        if condition.adjacency:
-            score += config.adjacency_weight * s["adjacency"]
-        c.rank_score = round(score, 6)
+        score = round(c.query_score, 6)
+        parts = [Contribution(name, effect, round(share * score, 6), note) for name, effect, share, note in c.base_parts]
+        named = {p.signal for p in parts}
+
+        def scaled(name: str, factor: float, on: bool, off_note: str) -> None:
+            nonlocal score
+            if on:
+                new = score * factor
+                parts.append(Contribution(name, Effect.MULTIPLIER, round(new - score, 6), f"x {factor:g}"))
+                score = new
+            else:
+                parts.append(Contribution(name, Effect.NONE, 0.0, off_note))
+
+        def added(name: str, weight: float, on: bool, off_note: str) -> None:
+            nonlocal score
+            if on:
+                term = weight * s[name]
+                parts.append(Contribution(name, Effect.ADDITIVE, round(term, 6), f"+ {weight:g} x {s[name]:g}"))
+                score += term
+            else:
+                parts.append(Contribution(name, Effect.NONE, 0.0, off_note))
+
+        scaled("recency", 0.5 + 0.5 * s["recency"], condition.recency, f"informational under {condition.name}")
+        scaled(
+            "temporal_validity",
+            s["temporal_validity"],
+            condition.layers,
+            f"informational under {condition.name}",
+        )
+        scaled(
+            "evidence_strength",
+            s["evidence_strength"],
+            condition.layers,
+            f"informational under {condition.name}",
+        )
+        added(
+            "open_loop_relevance",
+            config.open_loop_weight,
+            condition.layers and open_loop_applies,
+            f"informational under {condition.name}",
+        )
+        added("adjacency", config.adjacency_weight, condition.adjacency, f"informational under {condition.name}")
+        for name, note in (
+            ("query_relevance", "not in the query's fused list"),
+            ("objective_relevance", "no objective query" if not condition.objective_expansion else "not in the objective's fused list"),
+            ("goal_relevance", "informational: the class bucket orders by the class preference"),
+            ("project_relevance", "the scope rule (eligibility)" if condition.scope_filter else "informational"),
+            ("redundancy", "the redundancy rule at admission" if condition.redundancy_rule else "informational"),
+        ):
+            if name not in named:
+                parts.append(Contribution(name, Effect.NONE, 0.0, note))
+        c.contributions = tuple(parts)
+        c.rank_score = round(_rank_score(c, condition, config, open_loop_applies), 6)
         if condition.class_policy == "none" or condition.flat_rank:
             c.bucket = 0
         else:

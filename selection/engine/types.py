@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from enum import StrEnum
 
 from .gates import Gates
 from .reason_codes import REACHES_MODEL, Disposition
@@ -290,22 +291,45 @@ class RetrievalRecord(Serialisable):
 
 @dataclass(frozen=True)
 class Signals(Serialisable):
-    """The nine separated signals; computed for every candidate before eligibility. Never summed
-    here.
+    """The ten separated signals; computed for every candidate before eligibility. Never summed
+    here: how each entered the rank score is the candidate's `contributions`. (Defaults let a
+    trace written before `objective_relevance` existed load.)
     """
 
-    query_relevance: float
-    goal_relevance: float
-    project_relevance: float
-    temporal_validity: float
-    evidence_strength: float
-    open_loop_relevance: float
-    adjacency: float
-    recency: float
-    redundancy: float
+    query_relevance: float = 0.0  # the query's own fused list: 1 - (rank - 1) / n, 0 if absent
+    objective_relevance: float = 0.0  # the objective's own fused list (C4+), likewise
+    goal_relevance: float = 0.0
+    project_relevance: float = 0.0
+    temporal_validity: float = 0.0
+    evidence_strength: float = 0.0
+    open_loop_relevance: float = 0.0
+    adjacency: float = 0.0
+    recency: float = 0.0
+    redundancy: float = 0.0
 
 
 SIGNAL_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Signals))
+
+
+class Effect(StrEnum):
+    """How a signal entered a candidate's rank score (Contribution.effect)."""
+
+    FUSED = "fused"  # its share of the retrieval score (the RRF term of its own list)
+    PULLED = "pulled"  # the retrieval score a pull gave the unit (signal "pull")
+    MULTIPLIER = "multiplier"  # multiplied the score; value = the change it made
+    ADDITIVE = "additive"  # added weight x signal
+    NONE = "none"  # did not enter the rank score; the note says where it acted, if anywhere
+
+
+@dataclass(frozen=True)
+class Contribution(Serialisable):
+    """One signal's part in a candidate's rank score; the values of a record sum to its
+    rank_score (to rounding)."""
+
+    signal: str
+    effect: str  # an Effect value
+    value: float
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -346,6 +370,8 @@ class CandidateRecord(Serialisable):
     )
     redundancy_with_admitted: float | None = None  # C6: max Jaccard against admitted items
     noted_on: str | None = None  # supersession: the item carrying the note about this unit
+    # how each signal entered rank_score; empty when it was never ranked (rejected, routed, oracle)
+    contributions: tuple[Contribution, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,50 @@ def test_signals_follow_their_formulas(index):
     assert refute.evidence_strength == 0.9
 
 
+def test_query_and_objective_relevance_are_each_their_own_lists(index):
+    r = select(mini_request("C4"), index)
+    pool = r.trace.candidates
+    for c in pool:
+        q_rank, o_rank = c.retrieval.query_fused_rank, c.retrieval.objective_fused_rank
+        assert (c.signals.query_relevance > 0) == (q_rank is not None)
+        assert (c.signals.objective_relevance > 0) == (o_rank is not None)
+    # without an objective query, the objective has no relevance at all
+    c2 = select(mini_request("C2"), index)
+    assert all(c.signals.objective_relevance == 0.0 for c in c2.trace.candidates)
+
+
+@pytest.mark.parametrize("condition", ["C0", "C1", "C3", "C4", "C5", "C6"])
+def test_every_signal_says_how_it_entered_the_rank_score(index, condition):
+    r = select(mini_request(condition), index)
+    ranked = [c for c in r.trace.candidates if c.rank is not None and c.eligible and c.contributions]
+    assert ranked
+    names = {"query_relevance", "objective_relevance", "goal_relevance", "project_relevance",
+             "temporal_validity", "evidence_strength", "open_loop_relevance", "adjacency",
+             "recency", "redundancy"}
+    for c in ranked:
+        got = {p.signal for p in c.contributions}
+        assert names <= got <= names | {"pull"}
+        assert sum(p.value for p in c.contributions) == pytest.approx(c.rank_score, abs=1e-5)
+        goal = next(p for p in c.contributions if p.signal == "goal_relevance")
+        assert goal.effect == "none" and "informational" in goal.note
+        for p in c.contributions:
+            assert p.effect != "none" or p.value == 0.0  # a signal that decided nothing adds nothing
+    rejected = [c for c in r.trace.candidates if not c.eligible]
+    assert all(c.contributions == () for c in rejected)
+
+
+def test_layers_contribute_only_from_c5(index):
+    query = "SQLite tables baseline store"
+    c4 = rec(select(mini_request("C4", query=query), index), "a-sqlite")
+    c5 = select(mini_request("C5", query=query), index)
+    temporal = next(p for p in c4.contributions if p.signal == "temporal_validity")
+    assert temporal.effect == "none" and temporal.value == 0.0
+    stale = [c for c in c5.trace.candidates if c.signals.temporal_validity < 1 and c.contributions]
+    for c in stale:
+        part = next(p for p in c.contributions if p.signal == "temporal_validity")
+        assert part.effect == "multiplier" and part.value < 0
+
+
 def test_every_eligibility_rule_is_recorded_with_its_reason(index):
     r = select(mini_request("C5", query="SQLite tables baseline"), index)
     checks = {c.rule: c for c in rec(r, "a-sqlite").eligibility}
