@@ -256,6 +256,8 @@ def _ladder(
             class_pull=frame.class_pull,
             standpoint=standpoint,
             config=config,
+            open_loops=condition.class_policy in ("work_type", "merged")
+            and sig.open_loop_weight(frame, work.work_type) > 0,
         )
     # routed units are already in the bundle (or omitted by the budget): they do not compete again
     in_envelope = frozenset(u.id for u in envelope)

@@ -65,6 +65,13 @@ class Unit(Serialisable):
     def tokens(self) -> int:
         return estimate_tokens(self.text)
 
+    @property
+    def is_open_loop(self) -> bool:
+        """An open loop: its open_loop record says open, or (without one) its class is open_loop."""
+        if self.open_loop is not None:
+            return self.open_loop.status == "open"
+        return self.evidence_class == "open_loop"
+
 
 @dataclass(frozen=True)
 class WorkTypeProfile(Serialisable):
@@ -241,6 +248,9 @@ class EngineConfig:
     redundancy_threshold: float = 0.6  # C6: Jaccard above this against an admitted item rejects
     adjacency_weight: float = 0.05  # C6: added to the rank score per unit of adjacency
     open_loop_weight: float = 0.15  # C5+: added to the rank score per unit of open-loop relevance
+    neighbour_pull_top: int = 10  # C5+: support/refute neighbours of this many strongest hits
+    neighbour_pull_weight: float = 0.5  # C5+: a neighbour scores its strong candidate's x this
+    open_loop_pull: int = 3  # C5+: open loops pulled when the work type uses unfinished work
     abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
 
 

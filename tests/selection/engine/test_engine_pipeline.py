@@ -31,7 +31,7 @@ from selection.engine import (
     select,
 )
 from selection.engine.coalesce import undo_coalescing
-from selection.engine.types import EstablishmentPolicy, WorkSignal, estimate_tokens
+from selection.engine.types import EstablishmentPolicy, OpenLoop, WorkSignal, estimate_tokens
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +118,58 @@ def test_c5_pulls_the_successor_of_a_superseded_candidate(index):
     assert (
         rec(c4, "a-sqlite").disposition == "admitted" and c4.trace.candidate("a-postgres") is None
     )
+
+
+def lineage_units():
+    """A strong result, a unit that supports it and one that refutes it (sharing none of the query's
+    words), an open loop the query does not reach, three todos and fillers (positive idf)."""
+    fillers = [mk(f"z-fill{i}", f"filler {w} words", "misc") for i, w in enumerate("abcdefgh")]
+    return fillers + [
+        mk("r-main", "The reranker lifts ndcg on the judged set.", "result"),
+        mk("r-support", "Independent rerun agrees: gains hold.", "result", supports=("r-main",)),
+        mk("r-refute", "Our replication disagrees entirely.", "result", refutes=("r-main",)),
+        mk("t-a", "Tidy the glossary headings.", "todo", open_loop=OpenLoop("open", "todo")),
+        mk("t-b", "Rerun the reranker ndcg check later.", "todo", open_loop=OpenLoop("open", "todo")),
+        mk("t-c", "Closed: glossary reviewed.", "todo", open_loop=OpenLoop("closed", "todo")),
+    ]
+
+
+def test_c5_pulls_the_support_and_refute_neighbours_of_a_strong_candidate():
+    idx = CorpusIndex.build(lineage_units())
+    work, frame = mini_work(objective=""), replace(ALPHA, class_pull=0)
+    c5 = select(mini_request("C5", query="reranker ndcg judged", work=work, frame=frame), idx)
+    assert rec(c5, "r-support").retrieval.pulled_by == "supports:r-main"
+    assert rec(c5, "r-refute").retrieval.pulled_by == "refutes:r-main"
+    retrieval = next(st for st in c5.trace.stages if st.stage == "retrieval")
+    assert ("neighbours_pulled", "2") in retrieval.detail
+    c4 = select(mini_request("C4", query="reranker ndcg judged", work=work, frame=frame), idx)
+    assert c4.trace.candidate("r-support") is None and c4.trace.candidate("r-refute") is None
+
+
+def test_c5_pulls_open_loops_only_when_the_work_type_uses_them():
+    idx = CorpusIndex.build(lineage_units())
+    config = EngineConfig(open_loop_pull=1)
+    no_class_pull = replace(ALPHA, class_pull=0)
+    release = mini_request(
+        "C5", query="glossary", work=mini_work("release", objective=""), frame=no_class_pull
+    )
+    got = select(release, idx, config)
+    pulled = [c.unit_id for c in got.trace.candidates if c.retrieval.pulled_by == "open_loop"]
+    # t-a is retrieved by the query itself; the pull adds the other open loop, never the closed t-c
+    assert pulled == ["t-b"] and "bm25" in rec(got, "t-a").retrieval.sources
+    review = replace(release, work_frame=mini_work("review", objective=""))
+    assert not any(c.retrieval.pulled_by == "open_loop" for c in select(review, idx, config).trace.candidates)
+
+
+def test_the_class_pull_fills_a_class_by_relevance_not_by_unit_id():
+    idx = CorpusIndex.build(lineage_units())
+    frame = replace(ALPHA, class_pull=1)
+    work = mini_work("release", objective="")
+    # a pool of one: the reranker result; the todo class is pulled, t-b is relevant, t-a is not
+    query = "reranker lifts ndcg judged set"
+    r = select(mini_request("C4", query=query, work=work, frame=frame), idx, EngineConfig(pool_size=1))
+    todos = [c.unit_id for c in r.trace.candidates if c.retrieval.pulled_by == "class_pull:todo"]
+    assert todos == ["t-b"]
 
 
 def test_c1_adds_the_most_recent_units_and_prefers_recent_work(index):
