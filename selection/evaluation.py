@@ -158,6 +158,7 @@ class _Run:
     admitted: tuple[str, ...]
     ecodes: dict[str, str]
     losses: dict[str, int]
+    should_ecodes: dict[str, str]
     entry: TraceEntry
     trace_id: int | None = field(default=None)
     builder: str | None = None  # set on a frame-builder run, with its side
@@ -173,6 +174,7 @@ class _Run:
             "admitted": list(self.admitted),
             "ecodes": dict(self.ecodes),
             "losses": dict(self.losses),
+            "should_ecodes": dict(self.should_ecodes),
             "trace": self.trace_id,
         }
 
@@ -292,7 +294,7 @@ def _scored(task, selection, version, ledger, condition, variant, work_type, **b
     """One replay scored against the task's ledger, with the trace entry to store."""
     score = score_result(task, selection.result, selection.project_frame, ledger)
     entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
-    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), score.losses(), entry, **builder)
+    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), score.losses(), score.should_ecodes(), entry, **builder)
 
 
 def _builder_runs(task, builder: str, version, ledger, *, hazard: bool = False) -> list[_Run]:
@@ -421,6 +423,9 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
             "mean": mean_metrics(per_task),
             "ecode_counts": ecode_counts({tid: row["ecodes"] for tid, row in per_task.items()}),
             "stage_losses": stage_losses({tid: row["losses"] for tid, row in per_task.items()}),
+            "should_ecode_counts": ecode_counts(
+                {tid: row["should_ecodes"] for tid, row in per_task.items()}
+            ),
             "tasks": per_task,
         }
     pairs: dict[str, list[str]] = {}

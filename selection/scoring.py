@@ -33,7 +33,12 @@ class TaskScore:
     loss_stages: dict[str, str]  # MUST unit id -> where it was lost (or "recalled")
 
     def ecodes(self) -> dict[str, str]:
-        return {entry.unit_id: entry.code for entry in self.attribution.units}
+        """Missed MUST units, admitted harmful or stale ones (E4), and E6."""
+        return {e.unit_id: e.code for e in self.attribution.units if e.label != "SHOULD"}
+
+    def should_ecodes(self) -> dict[str, str]:
+        """Missed SHOULD units, attributed like MUST ones."""
+        return {e.unit_id: e.code for e in self.attribution.units if e.label == "SHOULD"}
 
     def losses(self) -> dict[str, int]:
         return loss_counts(self.loss_stages)

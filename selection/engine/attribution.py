@@ -14,13 +14,16 @@ from .serialisation import Serialisable
 from .types import ContextTrace
 
 
+WANTED = ("MUST", "SHOULD")  # the ledger labels whose misses are attributed
+
+
 class FailureCode(StrEnum):
     E0 = "E0"  # required evidence absent from memory
     E1 = "E1"  # present, but retrieval never surfaced it as a candidate
     E2 = "E2"  # surfaced but ruled ineligible
     E3 = "E3"  # eligible but lost in ranking or to the budget
     E4 = "E4"  # superseded or harmful evidence admitted
-    E5 = "E5"  # coalescing damaged a needed distinction (folded away, or rejected as redundant)
+    E5 = "E5"  # coalescing damaged a needed distinction (rejected as redundant)
     E6 = "E6"  # good context supplied; the reader failed
 
 
@@ -44,22 +47,22 @@ class Decided(Protocol):
 
 
 def missed_code(in_memory: bool, decided: Decided | None) -> FailureCode | None:
-    """The E-code of a MUST unit, or None when it was admitted: the one classifier of a miss.
+    """The E-code of a required (MUST or SHOULD) unit, or None when it reached the bundle: the one
+    classifier of a miss.
 
-    E0 not in memory; E1 never a candidate; E5 folded into another item (its text never reached the
-    model) or rejected as redundant; E2 ruled ineligible; E3 otherwise (eligible, then outranked or
-    omitted for budget). attribute() and the loss funnel (engine.explain.funnel) both call it.
+    E0 not in memory; E1 never a candidate; E5 rejected as redundant (its id never reached the
+    model); E2 ruled ineligible; E3 otherwise (eligible, then outranked, stopped or omitted for
+    budget). A folded unit is not a miss: its id joined an admitted item with its source, and the
+    metrics count it as recalled. attribute() and the loss funnel (engine.explain.funnel) both call
+    it.
     """
     if not in_memory:
         return FailureCode.E0
     if decided is None:
         return FailureCode.E1
-    if decided.disposition == Disposition.ADMITTED:
+    if decided.disposition in (Disposition.ADMITTED, Disposition.FOLDED):
         return None
-    if (
-        decided.disposition == Disposition.FOLDED
-        or decided.reason_code == ReasonCode.REDUNDANT_WITH_ADMITTED
-    ):
+    if decided.reason_code == ReasonCode.REDUNDANT_WITH_ADMITTED:
         return FailureCode.E5
     if not decided.eligible:
         return FailureCode.E2
@@ -96,13 +99,14 @@ def attribute(
 ) -> Attribution:
     """Attribute failures to the stage that caused them.
 
-    A missed MUST unit gets missed_code()'s E0, E1, E2, E3 or E5.
+    A missed MUST or SHOULD unit gets missed_code()'s E0, E1, E2, E3 or E5 (its label says which).
     An admitted (or folded) unit labelled HARMFUL, or one whose temporal validity was below 1 at the
-    standpoint, is E4. E6 only when `reader_failed` is True and no unit was attributed E0..E5.
+    standpoint, is E4. E6 only when `reader_failed` is True (a recorded outcome: the answer failed
+    although the evidence was present) and no MUST unit was missed and nothing was attributed E4.
     """
     by_id = {c.unit_id: c for c in trace.candidates}
     entries: list[UnitAttribution] = []
-    for unit_id in sorted(u for u, lab in ledger.items() if lab == "MUST"):
+    for unit_id, label in sorted((u, lab) for u, lab in ledger.items() if lab in WANTED):
         c = by_id.get(unit_id)
         code = missed_code(unit_id in corpus_ids, c)
         if code is None:
@@ -111,7 +115,7 @@ def attribute(
             stage, reason = "", ""  # it never reached a stage
         else:
             stage, reason = c.stage, c.reason_code
-        entries.append(UnitAttribution(unit_id, "MUST", code.value, stage, reason))
+        entries.append(UnitAttribution(unit_id, label, code.value, stage, reason))
     for c in sorted(trace.candidates, key=lambda r: r.unit_id):
         if c.disposition not in REACHES_MODEL:
             continue
@@ -120,7 +124,7 @@ def attribute(
             entries.append(
                 UnitAttribution(c.unit_id, lab, FailureCode.E4.value, c.stage, c.reason_code)
             )
-    if reader_failed and not entries:
+    if reader_failed and not [e for e in entries if e.label != "SHOULD"]:
         entries.append(UnitAttribution("", "", FailureCode.E6.value, Stage.READER.value, ""))
     entries.sort(key=lambda e: (e.code, e.unit_id))
     return Attribution(units=tuple(entries), codes=tuple(sorted({e.code for e in entries})))
@@ -134,12 +138,12 @@ class LossStage(StrEnum):
     ELIGIBILITY = "eligibility"  # E2: a candidate, ruled ineligible
     RANKING = "ranking"  # E3 with room: filler ranked ahead of it took the budget it needed
     BUDGET = "budget"  # E3 without room: the wanted evidence ahead of it already filled the budget
+    STOP = "stop"  # E3: the frame's admission stop rule ended the bundle before it
     REDUNDANCY = "redundancy"  # E5: rejected as a near-duplicate of an admitted item
     RECALLED = "recalled"  # admitted, or folded into an admitted item (the metric counts it)
 
 
 LOSS_STAGES: tuple[str, ...] = tuple(stage.value for stage in LossStage)
-WANTED = ("MUST", "SHOULD")
 
 
 def must_loss_stages(
@@ -183,11 +187,9 @@ def must_loss_stages(
         elif code == FailureCode.E2:
             out[unit_id] = LossStage.ELIGIBILITY.value
         elif code == FailureCode.E5:
-            out[unit_id] = (
-                LossStage.RECALLED.value
-                if c.disposition == Disposition.FOLDED
-                else LossStage.REDUNDANCY.value
-            )
+            out[unit_id] = LossStage.REDUNDANCY.value
+        elif c.reason_code == ReasonCode.ADMISSION_STOPPED:
+            out[unit_id] = LossStage.STOP.value
         else:
             ahead = routed_tokens + sum(
                 item_tokens[item]

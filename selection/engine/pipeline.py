@@ -315,6 +315,14 @@ def _ladder(
         jaccard=jaccard,
         row_of=row_of,
         spent=spent,
+        stop=frame.admission if condition.admission_stop else None,
+        contested=frozenset(
+            c.uid for c in candidates if c.unit.refutes or index.links.refuted_by.get(c.uid)
+        ),
+        ops=ops,
+        unlisted_bucket=len(prefs)
+        if condition.class_policy != "none" and not condition.flat_rank
+        else None,
     )
     envelope_working = [m for d in routed for m in d.draft.members]
     if envelope:
@@ -607,6 +615,7 @@ def _record(c: Working, pool: Pool, maps) -> CandidateRecord:
         redundancy_with_admitted=c.redundancy_admitted,
         noted_on=c.noted_on,
         contributions=c.contributions if c.eligible else (),
+        stop_note=c.stop_note,
     )
 
 

@@ -48,6 +48,7 @@ class Working:
         "folded",
         "base_parts",
         "contributions",
+        "stop_note",
     )
 
     def __init__(self, pos: int, unit: Unit, pool_rank: int, query_score: float):
@@ -72,6 +73,7 @@ class Working:
         # (signal, effect, share of query_score, note): what the retrieval score is made of
         self.base_parts: tuple[tuple[str, str, float, str], ...] = ()
         self.contributions: tuple[Contribution, ...] = ()
+        self.stop_note: str | None = None  # why the admission stop rule stopped it
 
     @property
     def uid(self) -> str:

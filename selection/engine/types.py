@@ -126,6 +126,28 @@ class EstablishmentPolicy(Serialisable):
         return BuilderThresholds(builder, margin=0.0, min_score=0.0)
 
 
+ADMISSION_RULES = ("none", "relative")
+
+
+@dataclass(frozen=True)
+class AdmissionPolicy(Serialisable):
+    """Frame policy for when a C6 bundle stops before the budget (the budget stays a ceiling).
+
+    rule "relative": inside a class bucket, an item whose evidence is below `floor` x the best
+    evidence admitted in that bucket is stopped, and so is every item of the unlisted-class bucket
+    after its first `unlisted` admitted ones. An item's evidence is the strongest of its query
+    relevance, objective relevance (each text's own fused list) and retrieval score (all a pulled
+    unit has). Never stopped: routed units, and the first unit the class pull brought in for a
+    class (the frame's guarantee of that class). rule "none" (the default, so a frame that
+    declares nothing keeps the book's behaviour): the budget alone ends the bundle. floor 0.6 and
+    unlisted 2 were set on fixtures/context-lab, whose frames declare them (docs/results.md).
+    """
+
+    rule: str = "none"
+    floor: float = 0.6
+    unlisted: int = 2
+
+
 @dataclass(frozen=True)
 class ProjectFrame(Serialisable):
     """Durable, versioned project policy written by a person (configuration)."""
@@ -148,6 +170,8 @@ class ProjectFrame(Serialisable):
     establishment: EstablishmentPolicy = field(default_factory=EstablishmentPolicy)
     # task categories -> work types, and which modules each loads (docs/corpus-format.md)
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)
+    # when a C6 bundle stops before the budget (docs/engine.md, Budget)
+    admission: AdmissionPolicy = field(default_factory=AdmissionPolicy)
 
     def classes_for(self, work_type: str | None) -> tuple[str, ...]:
         for name, classes in self.work_types:
@@ -382,6 +406,7 @@ class CandidateRecord(Serialisable):
     noted_on: str | None = None  # supersession: the item carrying the note about this unit
     # how each signal entered rank_score; empty when it was never ranked (rejected, routed, oracle)
     contributions: tuple[Contribution, ...] = ()
+    stop_note: str | None = None  # ADMISSION_STOPPED: the evidence and the floor it fell below
 
 
 @dataclass(frozen=True)

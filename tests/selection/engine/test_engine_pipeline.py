@@ -376,25 +376,59 @@ def test_coalescing_is_reversible_from_the_trace(index):
     assert set(r.bundle.unit_ids()) <= set(c5.bundle.unit_ids()) | set(folds)
 
 
-def test_c6_rejects_a_near_duplicate_as_redundant_but_c5_admits_it():
+def near_twins(refute: bool = False):
     units = [
         mk("a-one", "the retrieval baseline must be beaten at a matched budget", "rule"),
-        mk("a-two", "the retrieval baseline must be beaten at a matched budget too", "rule"),
+        mk(
+            "a-two",
+            "the retrieval baseline must be beaten at a matched budget too",
+            "rule",
+            refutes=("a-one",) if refute else (),
+        ),
     ]
-    index = CorpusIndex.build(units)
+    return CorpusIndex.build(units)
+
+
+def test_c6_folds_a_near_duplicate_into_the_item_it_restates_keeping_its_source():
+    index = near_twins()
     c6 = select(mini_request("C6", query="retrieval baseline budget"), index)
-    second = rec(c6, "a-two") if rec(c6, "a-one").disposition == "admitted" else rec(c6, "a-one")
-    assert (
-        second.reason_code == ReasonCode.REDUNDANT_WITH_ADMITTED
-        and second.disposition == "rejected"
-    )
-    assert second.redundancy_with_admitted > 0.6 and second.stage == "budget"
+    first = rec(c6, "a-two") if rec(c6, "a-two").disposition == "admitted" else rec(c6, "a-one")
+    second = rec(c6, "a-one") if first.unit_id == "a-two" else rec(c6, "a-two")
+    assert second.reason_code == ReasonCode.NEAR_DUPLICATE_FOLDED and second.disposition == "folded"
+    assert second.redundancy_with_admitted > 0.6 and second.item_id == first.item_id
+    item = next(i for i in c6.bundle.items if i.item_id == first.item_id)
+    assert item.sources == (first.unit_id, second.unit_id)  # its provenance is in the bundle
+    assert second.unit_id in item.rendered and len(c6.bundle.items) == 1
+    op = next(op for op in c6.trace.coalescing if op.unit_id == second.unit_id)
+    assert op.op == "fold_near_duplicate" and undo_coalescing([item.sources], [op]) == [
+        (first.unit_id,),
+        (second.unit_id,),
+    ]
     assert {
         c.disposition
         for c in select(
             mini_request("C5", query="retrieval baseline budget"), index
         ).trace.candidates
     } == {"admitted"}
+
+
+def test_c6_rejects_a_near_duplicate_as_redundant_when_its_source_would_not_fit():
+    index = near_twins()
+    full = select(mini_request("C6", query="retrieval baseline budget"), index)
+    alone = select(mini_request("C6", query="retrieval baseline budget", budget=1), index)
+    lone_tokens = -(-len(full.bundle.items[0].rendered.replace(", a-two", "").replace(", a-one", "")) // 4)
+    tight = select(mini_request("C6", query="retrieval baseline budget", budget=lone_tokens), index)
+    assert alone.bundle.items == ()
+    second = [c for c in tight.trace.candidates if c.disposition != "admitted"]
+    assert [c.reason_code for c in second] == [ReasonCode.REDUNDANT_WITH_ADMITTED]
+    assert second[0].stage == "budget" and tight.bundle.tokens <= lone_tokens
+
+
+def test_a_refuting_near_duplicate_is_never_folded_away():
+    index = near_twins(refute=True)
+    c6 = select(mini_request("C6", query="retrieval baseline budget"), index)
+    assert {rec(c6, u).disposition for u in ("a-one", "a-two")} == {"admitted"}
+    assert len(c6.bundle.items) == 2
 
 
 # --- budget ----------------------------------------------------------------------------------
@@ -548,6 +582,18 @@ def test_every_reason_code_is_produced_by_some_selection(index):
         c.reason_code
         for c in select(mini_request("C6", query=CROWD_QUERY, work=work), extra).trace.candidates
     }
+    twins = near_twins()
+    one = select(mini_request("C6", query="retrieval baseline budget"), twins).bundle.items[0]
+    lone = -(-len(one.rendered.replace(", a-two", "").replace(", a-one", "")) // 4)
+    seen |= {
+        c.reason_code
+        for c in select(mini_request("C6", query="retrieval baseline budget", budget=lone), twins)
+        .trace.candidates
+    }
+    from selection.engine.types import AdmissionPolicy
+
+    strict = replace(ALPHA, admission=AdmissionPolicy(rule="relative", floor=0.95, unlisted=0))
+    seen |= {c.reason_code for c in select(mini_request("C6", frame=strict), index).trace.candidates}
     assert seen == {code.value for code in ReasonCode}
 
 
@@ -636,3 +682,24 @@ def test_engine_imports_no_django():
         "assert not [m for m in sys.modules if m.startswith('django')]"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(REPO))
+
+
+# --- the admission stop rule (C6, frame policy) --------------------------------------------------
+
+
+def test_c6_stops_weak_evidence_before_the_budget_and_says_why():
+    from selection.engine.types import AdmissionPolicy
+
+    idx = CorpusIndex.build(mini_units())
+    work = mini_work("review")
+    strict = replace(ALPHA, admission=AdmissionPolicy(rule="relative", floor=0.95, unlisted=0))
+    off = replace(ALPHA, admission=AdmissionPolicy(rule="none"))
+    stopped = select(mini_request("C6", work=work, frame=strict), idx)
+    full = select(mini_request("C6", work=work, frame=off), idx)
+    halted = [c for c in stopped.trace.candidates if c.reason_code == ReasonCode.ADMISSION_STOPPED]
+    assert halted and all(c.disposition == "rejected" and c.stop_note for c in halted)
+    assert not any(c.reason_code == ReasonCode.ADMISSION_STOPPED for c in full.trace.candidates)
+    assert stopped.bundle.tokens < full.bundle.tokens <= 2000  # the budget stays a ceiling
+    # C5 has no stop rule, whatever the frame says
+    c5 = select(mini_request("C5", work=work, frame=strict), idx)
+    assert not any(c.reason_code == ReasonCode.ADMISSION_STOPPED for c in c5.trace.candidates)
