@@ -137,6 +137,26 @@ def stage_losses(losses_by_task: Mapping[str, Mapping[str, int]]) -> dict:
     }
 
 
+def prefix_share(a: str, b: str) -> float:
+    """The share of bundle `b` that repeats the start of bundle `a` (characters of their common
+    prefix over len(b)): what a prompt cache can reuse when `b` follows `a`."""
+    if not b:
+        return 1.0
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n / len(b)
+
+
+def prefix_stability(sequences: Mapping[str, Sequence[str]]) -> float:
+    """Mean prefix_share over consecutive bundles of each sequence (one project's tasks in order);
+    1.0 when there is no consecutive pair."""
+    shares = [prefix_share(a, b) for seq in sequences.values() for a, b in zip(seq, seq[1:], strict=False)]
+    return math.fsum(shares) / len(shares) if shares else 1.0
+
+
 def ecode_counts(ecodes_by_task: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
     """How many units got each E-code across tasks; every code E0..E6 present, zero included."""
     counts = Counter(code for codes in ecodes_by_task.values() for code in codes.values())
@@ -439,6 +459,18 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
         {tid: declared[(tid, HAZARD_CONDITION)].metrics[HAZARD_METRIC] for tid in wrong},
         {tid: declared[(tid, BASELINE)].metrics[HAZARD_METRIC] for tid in wrong},
     )
+    sequences: dict[str, list[Task]] = {}
+    for t in tasks:  # tasks come in corpus order: each project's tasks form one sequence
+        sequences.setdefault(t.project.slug, []).append(t)
+    stability = {
+        c: prefix_stability(
+            {
+                slug: [declared[(t.uid, c)].entry.result.bundle.rendered for t in seq]
+                for slug, seq in sequences.items()
+            }
+        )
+        for c in names
+    }
     return {
         "corpus": corpus.name,
         "engine_version": ENGINE_VERSION,
@@ -465,6 +497,9 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
         "misassigned": {tid: {"work_type": r.work_type, **r.row()} for tid, r in sorted(wrong.items())},
         "ecode_counts": {c: conditions[c]["ecode_counts"] for c in names},
         "stage_losses": {c: conditions[c]["stage_losses"] for c in names},
+        # consecutive selections of one project's task sequence: the share of each bundle that
+        # repeats the start of the one before (the prompt-cache prefix)
+        "prefix_stability": stability,
     }
 
 

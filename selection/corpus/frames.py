@@ -15,6 +15,7 @@ from selection.engine.metrics import METRICS
 from selection.engine.types import (
     ADMISSION_RULES,
     AMBIGUOUS_BEHAVIOURS,
+    ORDER_RULES,
     DEFAULT_THRESHOLDS,
     AdmissionPolicy,
     UNKNOWN_BEHAVIOURS,
@@ -36,6 +37,7 @@ FRAME_KEYS = (
     "gates",
     "establishment",  # project addition (docs/corpus-format.md): frame builder and abstention
     "admission",  # project addition (docs/corpus-format.md): when a C6 bundle stops early
+    "bundle_order",  # project addition (docs/corpus-format.md): the rendered bundle's order
     "approval",  # project extension (trust): see docs/corpus-format.md
     *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
@@ -117,6 +119,10 @@ def check_frame(
     if "establishment" in known:
         fields["establishment"] = _establishment(
             known["establishment"], place.at("establishment"), report
+        )
+    if "bundle_order" in known:
+        fields["bundle_order"] = report.choice(
+            known["bundle_order"], place.at("bundle_order"), ORDER_RULES
         )
     if "admission" in known:
         fields["admission"] = _admission(known["admission"], place.at("admission"), report)

@@ -116,6 +116,7 @@ def select(
             request, index, config, condition, standpoint, scope, budget, timings, envelope
         )
 
+    drafts_decided, order_rule = _bundle_order(drafts_decided, request.project_frame, condition)
     items = tuple(
         BundleItem(
             item_id=d.draft.item_id,
@@ -173,8 +174,28 @@ def select(
         bundle_tokens=tokens,
         class_order=class_list,
         class_order_reason=class_reason,
+        order_rule=order_rule,
     )
     return SelectionResult(bundle=bundle, trace=trace)
+
+
+def _bundle_order(decided, frame, condition):
+    """The rendered order (frame policy `bundle_order`): routed items first, in routing order, then
+    the ranked evidence by bucket; inside a bucket by rank, or by unit id under "stable". Only the
+    order of admitted items changes: what was admitted was decided in rank order."""
+    if condition.oracle:
+        return decided, "oracle: MUST then SHOULD units, each in id order"
+    routed = [d for d in decided if d.draft.primary.pool_rank == 0]
+    ranked = [d for d in decided if d.draft.primary.pool_rank != 0]
+    if frame.bundle_order == "stable":
+        ranked = sorted(ranked, key=lambda d: (d.draft.primary.bucket or 0, d.draft.primary.uid))
+        inside = "by unit id inside a bucket (stable)"
+    else:
+        inside = "by rank inside a bucket"
+    return routed + ranked, (
+        "routed envelope first (root constraints, then routing order: a query-independent "
+        f"prefix), then evidence by class bucket, {inside}"
+    )
 
 
 def _context_trace(request, index, config, named, condition, note, work, standpoint, routing, pool, **decided):

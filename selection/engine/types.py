@@ -127,6 +127,12 @@ class EstablishmentPolicy(Serialisable):
 
 
 ADMISSION_RULES = ("none", "relative")
+# Bundle order (frame policy): the routed envelope (root constraints, then the other routed
+# units, in routing order) is always first, a prefix that does not depend on the query; then the
+# ranked evidence by class bucket, inside a bucket by rank ("rank") or by unit id ("stable": the
+# same admitted units render in the same order whatever the query, so consecutive selections share
+# a longer prefix)
+ORDER_RULES = ("rank", "stable")
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,8 @@ class ProjectFrame(Serialisable):
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)
     # when a C6 bundle stops before the budget (docs/engine.md, Budget)
     admission: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    # the order of the rendered bundle (ORDER_RULES); membership never depends on it
+    bundle_order: str = "rank"
 
     def classes_for(self, work_type: str | None) -> tuple[str, ...]:
         for name, classes in self.work_types:
@@ -481,6 +489,8 @@ class ContextTrace(Serialisable):
     # the class preference the run ranked by, and why that list (never a silent fallback)
     class_order: tuple[str, ...] = ()
     class_order_reason: str = ""
+    # how the rendered bundle is ordered (the frame's bundle_order, spelled out)
+    order_rule: str = ""
     # routing: completeness, dispositions, conflicts; None in traces written before routing
     routing: RoutingReport | None = None
 

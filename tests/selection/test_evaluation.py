@@ -106,6 +106,15 @@ def test_hazard_table_compares_the_wrong_frame_with_the_right_one_and_with_no_fr
     }
 
 
+def test_prefix_stability_is_the_shared_start_of_consecutive_bundles():
+    from selection.evaluation import prefix_share, prefix_stability
+
+    assert prefix_share("root|a|b", "root|c") == 5 / 6
+    assert prefix_share("x", "") == 1.0 and prefix_share("", "abc") == 0.0
+    assert prefix_stability({"p": ["root|a", "root|b", "root|b"], "q": ["z"]}) == (5 / 6 + 1.0) / 2
+    assert prefix_stability({"q": ["only one"]}) == 1.0
+
+
 def test_ecode_counts_lists_every_code():
     counts = ecode_counts({"a": {"u1": "E1", "u2": "E4"}, "b": {"u1": "E1"}, "c": {}})
     assert list(counts) == list(ECODES)

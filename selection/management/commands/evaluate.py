@@ -112,6 +112,9 @@ class Command(BaseCommand):
             losses = doc["stage_losses"][c]
             shares = [f"{losses['shares'][stage]:.3f}" for stage in LOSS_STAGES]
             out(self._row(c, [str(losses["must"]), *shares], width=12))
+        out("\nPrefix stability (share of each bundle repeating the start of its project's previous one)")
+        out(self._row("condition", names, width=8))
+        out(self._row("share", [f"{doc['prefix_stability'][c]:.3f}" for c in names], width=8))
         if doc.get("builders"):
             self.print_builders(doc)
         out(f"\nStored as evaluation {evaluation.pk} with {evaluation.runs.count()} runs, each with its trace.")

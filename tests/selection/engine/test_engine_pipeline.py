@@ -703,3 +703,25 @@ def test_c6_stops_weak_evidence_before_the_budget_and_says_why():
     # C5 has no stop rule, whatever the frame says
     c5 = select(mini_request("C5", work=work, frame=strict), idx)
     assert not any(c.reason_code == ReasonCode.ADMISSION_STOPPED for c in c5.trace.candidates)
+
+
+# --- bundle order (frame policy) -----------------------------------------------------------------
+
+
+def test_bundle_order_is_frame_policy_and_the_trace_names_the_rule(index):
+    ranked = select(mini_request("C6"), index)
+    stable = select(mini_request("C6", frame=replace(ALPHA, bundle_order="stable")), index)
+    assert set(ranked.bundle.unit_ids()) == set(stable.bundle.unit_ids())  # membership is kept
+    assert "by rank inside a bucket" in ranked.trace.order_rule
+    assert "stable" in stable.trace.order_rule
+    by_id = {c.unit_id: c for c in stable.trace.candidates}
+    keys = [(by_id[i.sources[0]].bucket, i.sources[0]) for i in stable.bundle.items]
+    assert keys == sorted(keys)
+    # under "stable" two queries that admit the same units render the same bundle
+    other = select(
+        mini_request("C6", query="Is the retrieval baseline beaten by the mechanism?",
+                     frame=replace(ALPHA, bundle_order="stable")),
+        index,
+    )
+    if set(other.bundle.unit_ids()) == set(stable.bundle.unit_ids()):
+        assert other.bundle.rendered == stable.bundle.rendered
