@@ -314,7 +314,10 @@ def _scored(task, selection, version, ledger, condition, variant, work_type, **b
     """One replay scored against the task's ledger, with the trace entry to store."""
     score = score_result(task, selection.result, selection.project_frame, ledger)
     entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
-    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), score.losses(), score.should_ecodes(), entry, **builder)
+    return _Run(
+        task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(),
+        score.losses(), score.should_ecodes(), entry, **builder,
+    )
 
 
 def _builder_runs(task, builder: str, version, ledger, *, hazard: bool = False) -> list[_Run]:

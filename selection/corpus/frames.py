@@ -15,10 +15,10 @@ from selection.engine.metrics import METRICS
 from selection.engine.types import (
     ADMISSION_RULES,
     AMBIGUOUS_BEHAVIOURS,
-    ORDER_RULES,
     DEFAULT_THRESHOLDS,
-    AdmissionPolicy,
+    ORDER_RULES,
     UNKNOWN_BEHAVIOURS,
+    AdmissionPolicy,
     BuilderThresholds,
     EstablishmentPolicy,
     ProjectFrame,

@@ -13,7 +13,6 @@ from .reason_codes import REACHES_MODEL, Disposition, ReasonCode, Stage
 from .serialisation import Serialisable
 from .types import ContextTrace
 
-
 WANTED = ("MUST", "SHOULD")  # the ledger labels whose misses are attributed
 
 

@@ -248,6 +248,56 @@ def apply_eligibility(
     return eligible
 
 
+def _contributions(
+    c: Working, condition: Condition, config: EngineConfig, open_loop_applies: bool
+) -> tuple[Contribution, ...]:
+    """Each signal's part in the rank score, in the order the score is built (they sum to it)."""
+    s = c.signals
+    score = round(c.query_score, 6)
+    parts = [
+        Contribution(name, effect, round(share * score, 6), note)
+        for name, effect, share, note in c.base_parts
+    ]
+    named = {p.signal for p in parts}
+    idle = f"informational under {condition.name}"
+    steps = (
+        ("recency", Effect.MULTIPLIER, 0.5 + 0.5 * s["recency"], condition.recency),
+        ("temporal_validity", Effect.MULTIPLIER, s["temporal_validity"], condition.layers),
+        ("evidence_strength", Effect.MULTIPLIER, s["evidence_strength"], condition.layers),
+        (
+            "open_loop_relevance",
+            Effect.ADDITIVE,
+            config.open_loop_weight,
+            condition.layers and open_loop_applies,
+        ),
+        ("adjacency", Effect.ADDITIVE, config.adjacency_weight, condition.adjacency),
+    )
+    for name, effect, amount, on in steps:
+        if not on:
+            parts.append(Contribution(name, Effect.NONE, 0.0, idle))
+        elif effect == Effect.MULTIPLIER:
+            new = score * amount
+            parts.append(Contribution(name, effect, round(new - score, 6), f"x {amount:g}"))
+            score = new
+        else:
+            term = amount * s[name]
+            parts.append(Contribution(name, effect, round(term, 6), f"+ {amount:g} x {s[name]:g}"))
+            score += term
+    objective_note = (
+        "not in the objective's fused list" if condition.objective_expansion else "no objective query"
+    )
+    for name, note in (
+        ("query_relevance", "not in the query's fused list"),
+        ("objective_relevance", objective_note),
+        ("goal_relevance", "informational: the class bucket orders by the class preference"),
+        ("project_relevance", "the scope rule (eligibility)" if condition.scope_filter else "informational"),
+        ("redundancy", "the redundancy rule at admission" if condition.redundancy_rule else "informational"),
+    ):
+        if name not in named:
+            parts.append(Contribution(name, Effect.NONE, 0.0, note))
+    return tuple(parts)
+
+
 def _rank_score(c: Working, condition: Condition, config: EngineConfig, open_loop_applies: bool) -> float:
     """The rank score exactly as the policy defines it (the contributions decompose it)."""
     s = c.signals
@@ -283,59 +333,7 @@ def rank(
     """
     absent = len(prefs)
     for c in eligible:
-        s = c.signals
-        score = round(c.query_score, 6)
-        parts = [Contribution(name, effect, round(share * score, 6), note) for name, effect, share, note in c.base_parts]
-        named = {p.signal for p in parts}
-
-        def scaled(name: str, factor: float, on: bool, off_note: str) -> None:
-            nonlocal score
-            if on:
-                new = score * factor
-                parts.append(Contribution(name, Effect.MULTIPLIER, round(new - score, 6), f"x {factor:g}"))
-                score = new
-            else:
-                parts.append(Contribution(name, Effect.NONE, 0.0, off_note))
-
-        def added(name: str, weight: float, on: bool, off_note: str) -> None:
-            nonlocal score
-            if on:
-                term = weight * s[name]
-                parts.append(Contribution(name, Effect.ADDITIVE, round(term, 6), f"+ {weight:g} x {s[name]:g}"))
-                score += term
-            else:
-                parts.append(Contribution(name, Effect.NONE, 0.0, off_note))
-
-        scaled("recency", 0.5 + 0.5 * s["recency"], condition.recency, f"informational under {condition.name}")
-        scaled(
-            "temporal_validity",
-            s["temporal_validity"],
-            condition.layers,
-            f"informational under {condition.name}",
-        )
-        scaled(
-            "evidence_strength",
-            s["evidence_strength"],
-            condition.layers,
-            f"informational under {condition.name}",
-        )
-        added(
-            "open_loop_relevance",
-            config.open_loop_weight,
-            condition.layers and open_loop_applies,
-            f"informational under {condition.name}",
-        )
-        added("adjacency", config.adjacency_weight, condition.adjacency, f"informational under {condition.name}")
-        for name, note in (
-            ("query_relevance", "not in the query's fused list"),
-            ("objective_relevance", "no objective query" if not condition.objective_expansion else "not in the objective's fused list"),
-            ("goal_relevance", "informational: the class bucket orders by the class preference"),
-            ("project_relevance", "the scope rule (eligibility)" if condition.scope_filter else "informational"),
-            ("redundancy", "the redundancy rule at admission" if condition.redundancy_rule else "informational"),
-        ):
-            if name not in named:
-                parts.append(Contribution(name, Effect.NONE, 0.0, note))
-        c.contributions = tuple(parts)
+        c.contributions = _contributions(c, condition, config, open_loop_applies)
         c.rank_score = round(_rank_score(c, condition, config, open_loop_applies), 6)
         if condition.class_policy == "none" or condition.flat_rank:
             c.bucket = 0

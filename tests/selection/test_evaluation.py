@@ -15,8 +15,8 @@ from django.core.management import CommandError, call_command
 from django.urls import NoReverseMatch, reverse
 
 from selection import store
-from selection.engine.conditions import LADDER, UnknownCondition
 from selection.engine.attribution import LOSS_STAGES
+from selection.engine.conditions import LADDER, UnknownCondition
 from selection.engine.metrics import METRICS
 from selection.evaluation import (
     ALL_CONDITIONS,

@@ -696,9 +696,8 @@ def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
-    from selection.selectors import trace_explained
-
     from selection import services, store
+    from selection.selectors import trace_explained
 
     # a query that reaches every MUST unit and not the superseded r0 (no E4), at a wide budget
     trace = services.run_selection(
