@@ -17,7 +17,7 @@ from django.db import transaction
 from authority.access import access_evaluate
 from authority.audit import audit_record
 from authority.selectors import current_frame_version
-from selection.engine.attribution import FailureCode
+from selection.engine.attribution import LOSS_STAGES, FailureCode
 from selection.engine.builders import BUILDERS, establishment_of
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
 from selection.engine.metrics import METRICS, overlap
@@ -122,6 +122,41 @@ def hazard_table(
     }
 
 
+def stage_losses(losses_by_task: Mapping[str, Mapping[str, int]]) -> dict:
+    """Recall at every stage: MUST units summed over tasks, how many each stage lost and its share
+    of them (`recalled` is the share that reached the bundle, folded units included)."""
+    counts = dict.fromkeys(LOSS_STAGES, 0)
+    for losses in losses_by_task.values():
+        for stage, n in losses.items():
+            counts[stage] += n
+    must = sum(counts.values())
+    return {
+        "must": must,
+        "counts": counts,
+        "shares": {stage: (n / must if must else 0.0) for stage, n in counts.items()},
+    }
+
+
+def prefix_share(a: str, b: str) -> float:
+    """The share of bundle `b` that repeats the start of bundle `a` (characters of their common
+    prefix over len(b)): what a prompt cache can reuse when `b` follows `a`."""
+    if not b:
+        return 1.0
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n / len(b)
+
+
+def prefix_stability(sequences: Mapping[str, Sequence[str]]) -> float:
+    """Mean prefix_share over consecutive bundles of each sequence (one project's tasks in order);
+    1.0 when there is no consecutive pair."""
+    shares = [prefix_share(a, b) for seq in sequences.values() for a, b in zip(seq, seq[1:], strict=False)]
+    return math.fsum(shares) / len(shares) if shares else 1.0
+
+
 def ecode_counts(ecodes_by_task: Mapping[str, Mapping[str, str]]) -> dict[str, int]:
     """How many units got each E-code across tasks; every code E0..E6 present, zero included."""
     counts = Counter(code for codes in ecodes_by_task.values() for code in codes.values())
@@ -142,6 +177,8 @@ class _Run:
     metrics: dict[str, float]
     admitted: tuple[str, ...]
     ecodes: dict[str, str]
+    losses: dict[str, int]
+    should_ecodes: dict[str, str]
     entry: TraceEntry
     trace_id: int | None = field(default=None)
     builder: str | None = None  # set on a frame-builder run, with its side
@@ -156,6 +193,8 @@ class _Run:
             **self.metrics,
             "admitted": list(self.admitted),
             "ecodes": dict(self.ecodes),
+            "losses": dict(self.losses),
+            "should_ecodes": dict(self.should_ecodes),
             "trace": self.trace_id,
         }
 
@@ -275,7 +314,10 @@ def _scored(task, selection, version, ledger, condition, variant, work_type, **b
     """One replay scored against the task's ledger, with the trace entry to store."""
     score = score_result(task, selection.result, selection.project_frame, ledger)
     entry = TraceEntry(selection.result, task.project, version.number, task, TRACE_SOURCE)
-    return _Run(task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(), entry, **builder)
+    return _Run(
+        task, condition, variant, work_type, score.metrics, score.admitted, score.ecodes(),
+        score.losses(), score.should_ecodes(), entry, **builder,
+    )
 
 
 def _builder_runs(task, builder: str, version, ledger, *, hazard: bool = False) -> list[_Run]:
@@ -409,6 +451,10 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
             "label": CONDITIONS[c].label,
             "mean": mean_metrics(per_task),
             "ecode_counts": ecode_counts({tid: row["ecodes"] for tid, row in per_task.items()}),
+            "stage_losses": stage_losses({tid: row["losses"] for tid, row in per_task.items()}),
+            "should_ecode_counts": ecode_counts(
+                {tid: row["should_ecodes"] for tid, row in per_task.items()}
+            ),
             "tasks": per_task,
         }
     pairs: dict[str, list[str]] = {}
@@ -422,6 +468,18 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
         {tid: declared[(tid, HAZARD_CONDITION)].metrics[HAZARD_METRIC] for tid in wrong},
         {tid: declared[(tid, BASELINE)].metrics[HAZARD_METRIC] for tid in wrong},
     )
+    sequences: dict[str, list[Task]] = {}
+    for t in tasks:  # tasks come in corpus order: each project's tasks form one sequence
+        sequences.setdefault(t.project.slug, []).append(t)
+    stability = {
+        c: prefix_stability(
+            {
+                slug: [declared[(t.uid, c)].entry.result.bundle.rendered for t in seq]
+                for slug, seq in sequences.items()
+            }
+        )
+        for c in names
+    }
     return {
         "corpus": corpus.name,
         "engine_version": ENGINE_VERSION,
@@ -447,6 +505,10 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
         "hazard_condition": HAZARD_CONDITION,
         "misassigned": {tid: {"work_type": r.work_type, **r.row()} for tid, r in sorted(wrong.items())},
         "ecode_counts": {c: conditions[c]["ecode_counts"] for c in names},
+        "stage_losses": {c: conditions[c]["stage_losses"] for c in names},
+        # consecutive selections of one project's task sequence: the share of each bundle that
+        # repeats the start of the one before (the prompt-cache prefix)
+        "prefix_stability": stability,
     }
 
 

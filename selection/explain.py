@@ -14,6 +14,7 @@ from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace
 
 SIGNAL_SHORT = {
     "query_relevance": "query",
+    "objective_relevance": "objective",
     "goal_relevance": "goal",
     "project_relevance": "project",
     "temporal_validity": "temporal",
@@ -48,6 +49,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("fused_rank", "fused", "rank after reciprocal rank fusion", True),
     Column("retrieval_rank", "retr.", "retrieval rank (the class-absent rule reads it)", True),
     *(Column(n, SIGNAL_SHORT[n], n.replace("_", " "), True) for n in SIGNAL_NAMES),
+    Column("contributions", "score parts", "how each signal entered the rank score (signals with no part omitted)"),
     Column("eligibility", "eligibility", "every eligibility rule that ran"),
     Column("bucket", "bucket", "class-preference tier (0 = most preferred)", True),
     Column("rank_score", "score", "rank score inside the bucket", True),
@@ -97,6 +99,17 @@ def _display(value) -> str:
     return str(value)
 
 
+def _contributions(record: CandidateRecord) -> str:
+    """The signals that entered the rank score and by how much, e.g. "query +0.61 objective +0.29
+    temporal -0.68"; a signal with effect none decided nothing and is left out."""
+    parts = [
+        f"{SIGNAL_SHORT.get(p.signal, p.signal)} {p.value:+.3f}"
+        for p in record.contributions
+        if p.effect != "none"
+    ]
+    return " ".join(parts)
+
+
 def _eligibility(record: CandidateRecord) -> str:
     return " ".join(f"{c.rule}{'✓' if c.passed else '✗'}" for c in record.eligibility) or "—"
 
@@ -121,6 +134,7 @@ def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mappi
             "fused_rank": r.fused_rank,
             "retrieval_rank": r.retrieval_rank,
             **{n: getattr(s, n) for n in SIGNAL_NAMES},
+            "contributions": _contributions(c),
             "eligibility": _eligibility(c),
             "bucket": c.bucket,
             "rank_score": c.rank_score,

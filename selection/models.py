@@ -391,6 +391,7 @@ class OutcomeVerdict(models.TextChoices):
     PARTIAL = "partial"
     MISSED = "missed"  # the bundle lacked what the work needed
     HARMFUL = "harmful"  # the bundle misled the work
+    FAILED = "failed"  # the answer failed although the evidence was present (E6)
 
 
 class TraceOutcome(models.Model):

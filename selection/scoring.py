@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from selection.engine.attribution import Attribution, attribute
+from selection.engine.attribution import Attribution, attribute, loss_counts, must_loss_stages
 from selection.engine.metrics import score_bundle
 from selection.engine.types import ProjectFrame, SelectionResult
 
@@ -30,9 +30,18 @@ class TaskScore:
     metrics: dict[str, float]
     attribution: Attribution
     admitted: tuple[str, ...]
+    loss_stages: dict[str, str]  # MUST unit id -> where it was lost (or "recalled")
 
     def ecodes(self) -> dict[str, str]:
-        return {entry.unit_id: entry.code for entry in self.attribution.units}
+        """Missed MUST units, admitted harmful or stale ones (E4), and E6."""
+        return {e.unit_id: e.code for e in self.attribution.units if e.label != "SHOULD"}
+
+    def should_ecodes(self) -> dict[str, str]:
+        """Missed SHOULD units, attributed like MUST ones."""
+        return {e.unit_id: e.code for e in self.attribution.units if e.label == "SHOULD"}
+
+    def losses(self) -> dict[str, int]:
+        return loss_counts(self.loss_stages)
 
 
 def score_result(
@@ -49,8 +58,14 @@ def score_result(
         result.bundle, ledger, project_of=project_of, echo_of=echo_of, scope=project_frame.scope_set
     )
     attribution = attribute(result.trace, ledger, set(project_of))
+    stages = must_loss_stages(
+        result.trace, ledger, set(project_of), {i.item_id: i.tokens for i in result.bundle.items}
+    )
     return TaskScore(
-        metrics=metrics, attribution=attribution, admitted=tuple(result.bundle.unit_ids())
+        metrics=metrics,
+        attribution=attribution,
+        admitted=tuple(result.bundle.unit_ids()),
+        loss_stages=stages,
     )
 
 

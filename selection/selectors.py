@@ -38,7 +38,16 @@ from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SelectionRequest, SelectionResult
 
 from . import redaction, scoring, store
-from .models import Corpus, EvaluationRun, MemoryUnit, Project, TombstoneKind, Trace, TraceCandidate
+from .models import (
+    Corpus,
+    EvaluationRun,
+    MemoryUnit,
+    OutcomeVerdict,
+    Project,
+    TombstoneKind,
+    Trace,
+    TraceCandidate,
+)
 from .services import SelectionError, SelectionInputs, selection_request, selection_run
 from .store import trace_result
 
@@ -190,9 +199,11 @@ def trace_explained(trace: Trace, *, user) -> TraceExplained:
     attribution = funnel = None
     missing: list[tuple[str, str]] = []
     if ledger:
-        must = [u for u, label in ledger.items() if label == "MUST"]
-        present = _present(corpus_id, must)
-        attribution = attribute(engine_trace, ledger, present)
+        wanted = [u for u, label in ledger.items() if label in ("MUST", "SHOULD")]
+        present = _present(corpus_id, wanted)
+        # E6: a recorded outcome says the answer failed although the evidence was present
+        reader_failed = trace.outcomes.filter(verdict=OutcomeVerdict.FAILED).exists()
+        attribution = attribute(engine_trace, ledger, present, reader_failed=reader_failed)
         funnel = loss_funnel(trace_outcomes(engine_trace.candidates), ledger, present)
         candidates = {c.unit_id for c in engine_trace.candidates}
         missing = [(u, stage) for u, stage in funnel.units if u not in candidates]

@@ -13,10 +13,13 @@ from selection.engine.builders import BUILDERS
 from selection.engine.gates import GATES_KEYS, LIMIT_BOUNDS, Gate, Gates
 from selection.engine.metrics import METRICS
 from selection.engine.types import (
+    ADMISSION_RULES,
     AMBIGUOUS_BEHAVIOURS,
     CALIBRATIONS,
     DEFAULT_THRESHOLDS,
+    ORDER_RULES,
     UNKNOWN_BEHAVIOURS,
+    AdmissionPolicy,
     BuilderThresholds,
     EstablishmentPolicy,
     ProjectFrame,
@@ -34,6 +37,8 @@ FRAME_KEYS = (
     "open_loop_work_types",
     "gates",
     "establishment",  # project addition (docs/corpus-format.md): frame builder and abstention
+    "admission",  # project addition (docs/corpus-format.md): when a C6 bundle stops early
+    "bundle_order",  # project addition (docs/corpus-format.md): the rendered bundle's order
     "approval",  # project extension (trust): see docs/corpus-format.md
     *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
@@ -47,6 +52,7 @@ ESTABLISHMENT_KEYS = (
     "min_calibrated",
     "query_head",
 )
+ADMISSION_KEYS = ("rule", "floor", "unlisted")
 THRESHOLD_KEYS = ("margin", "min_score")
 APPROVAL_KEYS = ("required_approvals", "rejection_blocks", "approver_may_promote")
 MAX_REQUIRED_APPROVALS = 20
@@ -123,6 +129,12 @@ def check_frame(
         fields["establishment"] = _establishment(
             known["establishment"], place.at("establishment"), report
         )
+    if "bundle_order" in known:
+        fields["bundle_order"] = report.choice(
+            known["bundle_order"], place.at("bundle_order"), ORDER_RULES
+        )
+    if "admission" in known:
+        fields["admission"] = _admission(known["admission"], place.at("admission"), report)
     if "approval" in known:
         # governance reads it (approval_policy); the engine's frame does not carry it
         _approval(known["approval"], place.at("approval"), report)
@@ -190,6 +202,26 @@ def _cues(value: Any, place: Place, report: Report) -> tuple[str, ...] | None:
     if any(cue is None for cue in cues):
         return None
     return tuple(cue.strip() for cue in cues)  # type: ignore[union-attr]
+
+
+def _admission(value: Any, place: Place, report: Report) -> AdmissionPolicy | None:
+    known, _extras = report.mapping(value, place, optional=ADMISSION_KEYS)
+    if known is None:
+        return None
+    fields: dict[str, Any] = {}
+    if "rule" in known:
+        fields["rule"] = report.choice(known["rule"], place.at("rule"), ADMISSION_RULES)
+    if "floor" in known:
+        floor = report.number(known["floor"], place.at("floor"))
+        if floor is not None and not 0.0 <= floor <= 1.0:
+            report.add(place.at("floor"), f"must be between 0 and 1, got {floor}")
+            floor = None
+        fields["floor"] = floor
+    if "unlisted" in known:
+        fields["unlisted"] = report.integer(known["unlisted"], place.at("unlisted"), minimum=0)
+    if any(item is None for item in fields.values()):
+        return None
+    return AdmissionPolicy(**fields)
 
 
 def _establishment(value: Any, place: Place, report: Report) -> EstablishmentPolicy | None:

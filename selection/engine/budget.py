@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .coalesce import DraftItem
-from .reason_codes import ReasonCode, Stage
+from .reason_codes import CoalescingKind, ReasonCode, Stage
 from .render import item_tokens, render_item
+from .types import AdmissionPolicy, CoalescingOp
 
 
 @dataclass
@@ -22,10 +23,10 @@ class Decided:
     admitted: bool
 
 
-def render_draft(draft: DraftItem) -> str:
+def render_draft(draft: DraftItem, sources: tuple[str, ...] | None = None) -> str:
     unit = draft.primary.unit
     return render_item(
-        sources=draft.sources,
+        sources=draft.sources if sources is None else sources,
         evidence_class=unit.evidence_class,
         title=unit.title,
         text=unit.text,
@@ -43,17 +44,26 @@ def admit_within_budget(
     jaccard: np.ndarray | None = None,
     row_of: dict[int, int] | None = None,
     spent: int = 0,
+    stop: AdmissionPolicy | None = None,
+    unlisted_bucket: int | None = None,
+    contested: frozenset[str] = frozenset(),
+    ops: list[CoalescingOp] | None = None,
 ) -> list[Decided]:
     """Greedy fill in rank order: an item that does not fit is omitted and later, smaller items may
     still fit.
 
     With `redundancy_threshold` (C6), an item whose carried unit has Jaccard above the threshold
-    with a unit already admitted is rejected as a policy decision; refutations are exempt,
-    since dissent is never removed as repetition. `spent` is what earlier admissions (the routed
-    envelope) already took from the budget.
+    with a unit already admitted is a near-duplicate: it folds into that unit's item (its ids join
+    the sources, like an echo; recorded in `ops`), or, when the longer source list would not fit,
+    it is rejected as redundant. A unit in `contested` (it refutes or is refuted) never folds and
+    is never rejected as repetition: dissent is not repetition. Then the frame's stop rule
+    (`stop`) may stop the item. `spent` is what earlier admissions (the routed envelope) already
+    took from the budget.
     """
     decided: list[Decided] = []
     admitted_rows: list[int] = []
+    owner: dict[int, int] = {}  # admitted row -> index in `decided` of the item holding it
+    rule = _StopRule(stop, unlisted_bucket)
     for draft in drafts:
         rendered = render_draft(draft)
         tokens = item_tokens(rendered)
@@ -63,20 +73,108 @@ def admit_within_budget(
             row = row_of[primary.pos]
             best = float(jaccard[row, admitted_rows].max()) if admitted_rows else 0.0
             primary.redundancy_admitted = round(best, 6)
-            if best > redundancy_threshold and not primary.unit.refutes:
+            exempt = primary.unit.refutes or primary.uid in contested
+            if best > redundancy_threshold and not exempt:
+                twin = admitted_rows[int(np.argmax(jaccard[row, admitted_rows]))]
+                target = decided[owner[twin]]
+                grown = target.draft.sources + draft.sources
+                regrown = render_draft(target.draft, sources=grown)
+                cost = item_tokens(regrown) - target.tokens
+                if spent + cost <= budget_tokens:
+                    spent += cost
+                    target.draft.members.extend(draft.members)
+                    target.rendered, target.tokens = regrown, target.tokens + cost
+                    for m in draft.members:
+                        owner[row_of[m.pos]] = owner[twin]
+                        admitted_rows.append(row_of[m.pos])
+                        m.budget, m.item_id = state, target.draft.item_id
+                        m.stage, m.reason = Stage.COALESCING.value, ReasonCode.NEAR_DUPLICATE_FOLDED
+                        if ops is not None:
+                            ops.append(
+                                CoalescingOp(
+                                    CoalescingKind.FOLD_NEAR_DUPLICATE.value,
+                                    m.uid,
+                                    target.draft.item_id,
+                                    target.draft.primary.uid,
+                                    f"near-restates {target.draft.primary.uid} (Jaccard {best:.2f})",
+                                )
+                            )
+                    decided.append(Decided(draft, rendered, tokens, False))
+                    continue
                 _dispose(draft, ReasonCode.REDUNDANT_WITH_ADMITTED, Stage.BUDGET, state)
                 decided.append(Decided(draft, rendered, tokens, False))
                 continue
+        why = rule.stops(primary)
+        if why:
+            primary.stop_note = why
+            _dispose(draft, ReasonCode.ADMISSION_STOPPED, Stage.BUDGET, state)
+            decided.append(Decided(draft, rendered, tokens, False))
+            continue
         if spent + tokens <= budget_tokens:
             spent += tokens
+            rule.admitted(primary)
             _dispose(draft, admitted_reason, Stage.BUDGET, state)
             if row_of is not None:
-                admitted_rows.extend(row_of[m.pos] for m in draft.members)
+                for m in draft.members:
+                    owner[row_of[m.pos]] = len(decided)
+                    admitted_rows.append(row_of[m.pos])
             decided.append(Decided(draft, rendered, tokens, True))
         else:
             _dispose(draft, ReasonCode.BUDGET_EXHAUSTED, Stage.BUDGET, state)
             decided.append(Decided(draft, rendered, tokens, False))
     return decided
+
+
+def evidence(c) -> float:
+    """A candidate's marginal evidence for the stop rule: the strongest of its query relevance,
+    objective relevance and retrieval score (a pulled unit has only the last)."""
+    s = c.signals
+    return max(s.get("query_relevance", 0.0), s.get("objective_relevance", 0.0), c.query_score)
+
+
+def _class_pulled(c) -> bool:
+    return any(
+        name == "pull" and note.startswith("class_pull") for name, _, _, note in c.base_parts
+    )
+
+
+class _StopRule:
+    """The frame's admission stop rule (AdmissionPolicy), applied item by item in rank order."""
+
+    def __init__(self, policy: AdmissionPolicy | None, unlisted_bucket: int | None):
+        self.policy = policy if policy is not None and policy.rule != "none" else None
+        self.unlisted_bucket = unlisted_bucket
+        self.best: dict[int, float] = {}
+        self.count: dict[int, int] = {}
+        self.pulled: set[int] = set()  # buckets whose first class-pulled unit has been seen
+
+    def stops(self, c) -> str:
+        """Why the rule stops this candidate, or "" when it may be admitted."""
+        if self.policy is None or c.bucket is None:
+            return ""
+        bucket = c.bucket
+        if bucket == self.unlisted_bucket and self.count.get(bucket, 0) >= self.policy.unlisted:
+            return f"unlisted-class bucket already holds {self.policy.unlisted} admitted items"
+        guaranteed = False
+        if _class_pulled(c) and bucket not in self.pulled:
+            # the frame guarantees its preferred classes candidates: the first one pulled for a
+            # class is that guarantee, and weak retrieval evidence does not withdraw it
+            self.pulled.add(bucket)
+            guaranteed = True
+        best = self.best.get(bucket)
+        mine = evidence(c)
+        if best is not None and not guaranteed and mine < self.policy.floor * best:
+            return (
+                f"evidence {mine:.3f} < {self.policy.floor:g} x {best:.3f}, the best admitted in "
+                f"bucket {bucket}"
+            )
+        return ""
+
+    def admitted(self, c) -> None:
+        if self.policy is None or c.bucket is None:
+            return
+        self.best[c.bucket] = max(self.best.get(c.bucket, 0.0), evidence(c))
+        self.count[c.bucket] = self.count.get(c.bucket, 0) + 1
 
 
 def _dispose(draft: DraftItem, reason: ReasonCode, stage: Stage, state: tuple[int, int]) -> None:

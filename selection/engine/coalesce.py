@@ -134,7 +134,11 @@ def undo_coalescing(
     Supersession notes are dropped (the noted unit was rejected at eligibility, never an item);
     disagreement items were never merged, so they come back unchanged.
     """
-    folded = {op.unit_id for op in ops if op.op == CoalescingKind.FOLD_ECHO}
+    folded = {
+        op.unit_id
+        for op in ops
+        if op.op in (CoalescingKind.FOLD_ECHO, CoalescingKind.FOLD_NEAR_DUPLICATE)
+    }
     out: list[tuple[str, ...]] = []
     for sources in item_sources:
         primary = [s for s in sources if s not in folded]

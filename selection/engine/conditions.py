@@ -32,6 +32,7 @@ class Condition:
     adjacency: bool = False  # the adjacency signal weights the rank score
     coalescing: bool = False  # echo folding, dissent items, supersession notes
     redundancy_rule: bool = False  # reject items too similar to one already admitted
+    admission_stop: bool = False  # the frame's stop rule may end the bundle before the budget
     oracle: bool = False  # read the hidden ledger (CO only)
     hard_class_rule: bool = True  # False: class absence is recorded but never excludes (soft frame)
     flat_rank: bool = False  # True: rank by score alone, ignoring class buckets
@@ -64,10 +65,11 @@ _C5 = replace(
 _C6 = replace(
     _C5,
     name="C6",
-    label="C5 + adjacency, coalescing and redundancy",
+    label="C5 + adjacency, coalescing, redundancy and the admission stop rule",
     adjacency=True,
     coalescing=True,
     redundancy_rule=True,
+    admission_stop=True,
 )
 _CO = Condition("CO", "ledger oracle: MUST then SHOULD units within the budget", oracle=True)
 
@@ -140,7 +142,11 @@ def _abstain(condition: Condition, establishment: str, policy: EstablishmentPoli
         # established, so the merged list widens eligibility and class pull but does not bucket
         # the ranking: candidates rank by score (measured on fixtures/context-lab, docs/results.md)
         merged = replace(
-            condition, name=f"{condition.name}~merged", class_policy="merged", flat_rank=True
+            condition,
+            name=f"{condition.name}~merged",
+            class_policy="merged",
+            flat_rank=True,
+            admission_stop=False,  # the stop rule reads class buckets, which are not established
         )
         return merged, (
             "work frame inferred-ambiguous: scope kept, preference widened to the plausible "
@@ -148,7 +154,11 @@ def _abstain(condition: Condition, establishment: str, policy: EstablishmentPoli
         )
     if behaviour == "soft":
         soft = replace(
-            condition, name=f"{condition.name}~soft", hard_class_rule=False, flat_rank=True
+            condition,
+            name=f"{condition.name}~soft",
+            hard_class_rule=False,
+            flat_rank=True,
+            admission_stop=False,
         )
         return soft, (
             f"work frame {establishment}: frame widens recall but neither excludes nor reorders"
@@ -160,6 +170,7 @@ def _abstain(condition: Condition, establishment: str, policy: EstablishmentPoli
             class_policy="none",
             objective_expansion=False,
             class_pull=False,
+            admission_stop=False,
         )
         return query_only, (
             f"work frame {'establishment unknown' if establishment == 'unknown' else establishment}: "

@@ -38,6 +38,7 @@ from .types import (
     CoalescingOp,
     ContextBundle,
     ContextTrace,
+    Effect,
     EngineConfig,
     RetrievalRecord,
     RetrieverConfig,
@@ -115,6 +116,7 @@ def select(
             request, index, config, condition, standpoint, scope, budget, timings, envelope
         )
 
+    drafts_decided, order_rule = _bundle_order(drafts_decided, request.project_frame, condition)
     items = tuple(
         BundleItem(
             item_id=d.draft.item_id,
@@ -172,8 +174,28 @@ def select(
         bundle_tokens=tokens,
         class_order=class_list,
         class_order_reason=class_reason,
+        order_rule=order_rule,
     )
     return SelectionResult(bundle=bundle, trace=trace)
+
+
+def _bundle_order(decided, frame, condition):
+    """The rendered order (frame policy `bundle_order`): routed items first, in routing order, then
+    the ranked evidence by bucket; inside a bucket by rank, or by unit id under "stable". Only the
+    order of admitted items changes: what was admitted was decided in rank order."""
+    if condition.oracle:
+        return decided, "oracle: MUST then SHOULD units, each in id order"
+    routed = [d for d in decided if d.draft.primary.pool_rank == 0]
+    ranked = [d for d in decided if d.draft.primary.pool_rank != 0]
+    if frame.bundle_order == "stable":
+        ranked = sorted(ranked, key=lambda d: (d.draft.primary.bucket or 0, d.draft.primary.uid))
+        inside = "by unit id inside a bucket (stable)"
+    else:
+        inside = "by rank inside a bucket"
+    return routed + ranked, (
+        "routed envelope first (root constraints, then routing order: a query-independent "
+        f"prefix), then evidence by class bucket, {inside}"
+    )
 
 
 def _context_trace(request, index, config, named, condition, note, work, standpoint, routing, pool, **decided):
@@ -255,6 +277,8 @@ def _ladder(
             class_pull=frame.class_pull,
             standpoint=standpoint,
             config=config,
+            open_loops=condition.class_policy in ("work_type", "merged")
+            and sig.open_loop_weight(frame, work.work_type) > 0,
         )
     # routed units are already in the bundle (or omitted by the budget): they do not compete again
     in_envelope = frozenset(u.id for u in envelope)
@@ -266,7 +290,8 @@ def _ladder(
     for r, c in enumerate(sorted(candidates, key=lambda c: (-c.query_score, c.uid)), start=1):
         c.retrieval_rank = r
     positions = np.asarray(order, dtype=np.int64)
-    jaccard = _compute_signals(candidates, positions, index, request, standpoint, scope)
+    jaccard = _compute_signals(candidates, positions, index, request, standpoint, scope, pool)
+    _retrieval_parts(candidates, pool, config.rrf_k)
     stages = [
         StageSummary(
             Stage.RETRIEVAL.value,
@@ -314,6 +339,14 @@ def _ladder(
         jaccard=jaccard,
         row_of=row_of,
         spent=spent,
+        stop=frame.admission if condition.admission_stop else None,
+        contested=frozenset(
+            c.uid for c in candidates if c.unit.refutes or index.links.refuted_by.get(c.uid)
+        ),
+        ops=ops,
+        unlisted_bucket=len(prefs)
+        if condition.class_policy != "none" and not condition.flat_rank
+        else None,
     )
     envelope_working = [m for d in routed for m in d.draft.members]
     if envelope:
@@ -423,7 +456,7 @@ def _oracle(request, index, config, standpoint, timings):
         c.rank_score = round(c.query_score, 6)
     positions = np.asarray(pool.order, dtype=np.int64)
     _compute_signals(
-        candidates, positions, index, request, standpoint, request.project_frame.scope_set
+        candidates, positions, index, request, standpoint, request.project_frame.scope_set, pool
     )
     stages = [StageSummary(Stage.ORACLE.value, len(ledger), len(candidates))]
     decided = admit_within_budget(
@@ -441,8 +474,12 @@ def _compute_signals(
     request,
     standpoint,
     scope,
+    pool: Pool | None = None,
 ) -> np.ndarray:
-    """All nine signals for every candidate, before eligibility; returns the Jaccard matrix."""
+    """All ten signals for every candidate, before eligibility; returns the Jaccard matrix.
+
+    query_relevance and objective_relevance read each text's own fused list (1 - (rank - 1) / n;
+    0 when absent), never the pool position that mixes the two."""
     frame, work = request.project_frame, request.work_frame
     # goal relevance always reads the work frame's own preference list, whatever the condition ranks
     # by,
@@ -458,10 +495,13 @@ def _compute_signals(
     loop_weight = sig.open_loop_weight(frame, work.work_type)
     reference = standpoint or index.newest
     pool_ids = frozenset(c.uid for c in candidates)
+    own_query = _own_relevance(pool.query if pool else None)
+    own_objective = _own_relevance(pool.objective if pool else None)
     for i, c in enumerate(candidates):
         u = c.unit
         c.signals = {
-            "query_relevance": round(c.query_score, 6),
+            "query_relevance": own_query.get(c.pos, 0.0),
+            "objective_relevance": own_objective.get(c.pos, 0.0),
             "goal_relevance": round(float(goal[i]), 6),
             "project_relevance": 1.0 if u.project in scope else 0.0,
             "temporal_validity": sig.temporal_validity(u, standpoint, index),
@@ -472,6 +512,38 @@ def _compute_signals(
             "redundancy": round(float(redundancy[i]), 6),
         }
     return jaccard
+
+
+def _own_relevance(hits: QueryHits | None) -> dict[int, float]:
+    """Position -> 1 - (rank - 1) / n in one text's own fused list (the query's or the objective's)."""
+    if hits is None or not hits.fused:
+        return {}
+    n = len(hits.fused)
+    return {pos: round(1.0 - i / n, 6) for i, (pos, _) in enumerate(hits.fused)}
+
+
+def _retrieval_parts(candidates: Sequence[Working], pool: Pool, rrf_k: int) -> None:
+    """What each candidate's retrieval score (query_score) is made of: the query's and the
+    objective's RRF terms in proportion (C4+ fuses the two lists), or the pull that added it."""
+    query = {p: r for r, (p, _) in enumerate(pool.query.fused, start=1)} if pool.query else {}
+    objective = (
+        {p: r for r, (p, _) in enumerate(pool.objective.fused, start=1)} if pool.objective else {}
+    )
+    for c in candidates:
+        if c.pos not in pool.fused:
+            c.base_parts = (("pull", Effect.PULLED, 1.0, pool.pulled_by.get(c.pos, "")),)
+            continue
+        if pool.objective is None:
+            c.base_parts = (("query_relevance", Effect.FUSED, 1.0, "the query's fused list alone"),)
+            continue
+        q = 1.0 / (rrf_k + query[c.pos]) if c.pos in query else 0.0
+        o = 1.0 / (rrf_k + objective[c.pos]) if c.pos in objective else 0.0
+        parts = []
+        if q:
+            parts.append(("query_relevance", Effect.FUSED, q / (q + o), f"rrf share {q / (q + o):.3f}"))
+        if o:
+            parts.append(("objective_relevance", Effect.FUSED, o / (q + o), f"rrf share {o / (q + o):.3f}"))
+        c.base_parts = tuple(parts)
 
 
 def _hit(hits: QueryHits | None, ranks: dict[int, int] | None, pos: int, dense: bool):
@@ -605,6 +677,8 @@ def _record(c: Working, pool: Pool, maps) -> CandidateRecord:
         item_id=c.item_id,
         redundancy_with_admitted=c.redundancy_admitted,
         noted_on=c.noted_on,
+        contributions=c.contributions if c.eligible else (),
+        stop_note=c.stop_note,
     )
 
 

@@ -11,7 +11,15 @@ from .conditions import Condition
 from .index import CorpusIndex
 from .reason_codes import ReasonCode, Stage
 from .signals import preference_tier, superseded_as_of
-from .types import EligibilityCheck, EngineConfig, ProjectFrame, Unit, WorkFrame
+from .types import (
+    Contribution,
+    Effect,
+    EligibilityCheck,
+    EngineConfig,
+    ProjectFrame,
+    Unit,
+    WorkFrame,
+)
 
 
 class Working:
@@ -38,6 +46,9 @@ class Working:
         "redundancy_admitted",
         "noted_on",
         "folded",
+        "base_parts",
+        "contributions",
+        "stop_note",
     )
 
     def __init__(self, pos: int, unit: Unit, pool_rank: int, query_score: float):
@@ -59,6 +70,10 @@ class Working:
         self.redundancy_admitted: float | None = None
         self.noted_on: str | None = None
         self.folded = False
+        # (signal, effect, share of query_score, note): what the retrieval score is made of
+        self.base_parts: tuple[tuple[str, str, float, str], ...] = ()
+        self.contributions: tuple[Contribution, ...] = ()
+        self.stop_note: str | None = None  # why the admission stop rule stopped it
 
     @property
     def uid(self) -> str:
@@ -246,6 +261,71 @@ def apply_eligibility(
     return eligible
 
 
+def _contributions(
+    c: Working, condition: Condition, config: EngineConfig, open_loop_applies: bool
+) -> tuple[Contribution, ...]:
+    """Each signal's part in the rank score, in the order the score is built (they sum to it)."""
+    s = c.signals
+    score = round(c.query_score, 6)
+    parts = [
+        Contribution(name, effect, round(share * score, 6), note)
+        for name, effect, share, note in c.base_parts
+    ]
+    named = {p.signal for p in parts}
+    idle = f"informational under {condition.name}"
+    steps = (
+        ("recency", Effect.MULTIPLIER, 0.5 + 0.5 * s["recency"], condition.recency),
+        ("temporal_validity", Effect.MULTIPLIER, s["temporal_validity"], condition.layers),
+        ("evidence_strength", Effect.MULTIPLIER, s["evidence_strength"], condition.layers),
+        (
+            "open_loop_relevance",
+            Effect.ADDITIVE,
+            config.open_loop_weight,
+            condition.layers and open_loop_applies,
+        ),
+        ("adjacency", Effect.ADDITIVE, config.adjacency_weight, condition.adjacency),
+    )
+    for name, effect, amount, on in steps:
+        if not on:
+            parts.append(Contribution(name, Effect.NONE, 0.0, idle))
+        elif effect == Effect.MULTIPLIER:
+            new = score * amount
+            parts.append(Contribution(name, effect, round(new - score, 6), f"x {amount:g}"))
+            score = new
+        else:
+            term = amount * s[name]
+            parts.append(Contribution(name, effect, round(term, 6), f"+ {amount:g} x {s[name]:g}"))
+            score += term
+    objective_note = (
+        "not in the objective's fused list" if condition.objective_expansion else "no objective query"
+    )
+    for name, note in (
+        ("query_relevance", "not in the query's fused list"),
+        ("objective_relevance", objective_note),
+        ("goal_relevance", "informational: the class bucket orders by the class preference"),
+        ("project_relevance", "the scope rule (eligibility)" if condition.scope_filter else "informational"),
+        ("redundancy", "the redundancy rule at admission" if condition.redundancy_rule else "informational"),
+    ):
+        if name not in named:
+            parts.append(Contribution(name, Effect.NONE, 0.0, note))
+    return tuple(parts)
+
+
+def _rank_score(c: Working, condition: Condition, config: EngineConfig, open_loop_applies: bool) -> float:
+    """The rank score exactly as the policy defines it (the contributions decompose it)."""
+    s = c.signals
+    score = round(c.query_score, 6)
+    if condition.recency:
+        score *= 0.5 + 0.5 * s["recency"]
+    if condition.layers:
+        score *= s["temporal_validity"] * s["evidence_strength"]
+        if open_loop_applies:
+            score += config.open_loop_weight * s["open_loop_relevance"]
+    if condition.adjacency:
+        score += config.adjacency_weight * s["adjacency"]
+    return score
+
+
 def rank(
     eligible: Sequence[Working],
     *,
@@ -258,25 +338,18 @@ def rank(
     """Order by (class bucket, rank score desc, retrieval rank, unit id); the units of an inferred
     frame's query-only `head` take bucket -1, ahead of every class bucket.
 
-    rank_score = query_relevance
+    rank_score = retrieval score (query_score: the pool position of the fused query and objective
+                 lists; a pulled unit's pull score)
                  x (0.5 + 0.5 recency)                        [C1]
                  x temporal_validity x evidence_strength      [C5+]
                  + 0.15 open_loop_relevance                   [C5+, work-frame conditions]
                  + 0.05 adjacency                             [C6]
+    Each candidate records every signal's contribution (they sum to the rank score).
     """
     absent = len(prefs)
     for c in eligible:
-        s = c.signals
-        score = s["query_relevance"]
-        if condition.recency:
-            score *= 0.5 + 0.5 * s["recency"]
-        if condition.layers:
-            score *= s["temporal_validity"] * s["evidence_strength"]
-            if open_loop_applies:
-                score += config.open_loop_weight * s["open_loop_relevance"]
-        if condition.adjacency:
-            score += config.adjacency_weight * s["adjacency"]
-        c.rank_score = round(score, 6)
+        c.contributions = _contributions(c, condition, config, open_loop_applies)
+        c.rank_score = round(_rank_score(c, condition, config, open_loop_applies), 6)
         if condition.class_policy == "none" or condition.flat_rank:
             c.bucket = 0
         else:

@@ -74,6 +74,27 @@ def search(
     return QueryHits(bm25, lexical, hits, dense_top, fused[: config.pool_size])
 
 
+def by_relevance(pool: Pool, positions: Sequence[int]) -> list[int]:
+    """Positions most relevant first: dense cosine to the query (plus the objective when it ran),
+    then BM25 likewise, then position (unit id order). What orders every pull that has a choice."""
+    searches = [hits for hits in (pool.query, pool.objective) if hits is not None]
+    for hits in searches:
+        if hits.dense is not None:
+            hits.dense.prefetch(positions)
+
+    def key(pos: int) -> tuple[float, float, int]:
+        cosine = sum(hits.dense.score(pos) for hits in searches if hits.dense is not None)
+        lexical = sum(float(hits.bm25[pos]) for hits in searches)
+        return (-round(cosine, 9), -round(lexical, 9), pos)
+
+    return sorted(positions, key=key)
+
+
+def _pulled_score(floor: float, place: int) -> float:
+    """A pulled unit scores the floor, less 1 % per place in its pull's relevance order."""
+    return floor * (1.0 - 0.01 * place)
+
+
 @dataclass
 class Pool:
     order: list[int] = field(default_factory=list)  # positions, in the order they entered
@@ -104,6 +125,7 @@ def build_pool(
     class_pull: int,
     standpoint: datetime | None,
     config: EngineConfig,
+    open_loops: bool = False,
 ) -> Pool:
     pool = Pool()
     expand = condition.objective_expansion and bool(objective.strip())
@@ -130,10 +152,8 @@ def build_pool(
                 added += 1
         pool.counts["recency_added"] = added
 
+    floor = min(pool.score.values(), default=config.recency_added_score) * config.class_pull_floor
     if condition.class_pull and class_pull > 0:
-        floor = (
-            min(pool.score.values(), default=config.recency_added_score) * config.class_pull_floor
-        )
         pulled = 0
         projects = sorted(scope)
         for evidence_class in preferences:
@@ -147,16 +167,52 @@ def build_pool(
             if need <= 0:
                 continue
             lists = [index.by_project_class.get((p, evidence_class), ()) for p in projects]
-            # positions follow unit id order, so a merge of the per-project lists is id order
-            for pos in heapq.merge(*lists):
-                if need <= 0:
-                    break
-                if pos in pool.score:
-                    continue
-                pool.add(pos, floor, f"class_pull:{evidence_class}")
+            missing = [pos for pos in heapq.merge(*lists) if pos not in pool.score]
+            # the class's most relevant units first (not the first ids)
+            for j, pos in enumerate(by_relevance(pool, missing)[:need]):
+                pool.add(pos, _pulled_score(floor, j), f"class_pull:{evidence_class}")
                 pulled += 1
-                need -= 1
         pool.counts["class_pulled"] = pulled
+
+    if condition.successor_pull and config.neighbour_pull_top > 0:
+        # Chapter 7: what supports or refutes a strong candidate is evidence about it
+        pulled = 0
+        strong = [pos for pos, _ in fused if index.units[pos].project in scope][
+            : config.neighbour_pull_top
+        ]
+        for pos in strong:
+            unit = index.units[pos]
+            # named for what the pulled unit is to the strong one: "refutes:x" refutes x
+            linked = sorted(
+                {(n, "supported_by") for n in unit.supports}
+                | {(n, "supports") for n in index.links.supported_by.get(unit.id, ())}
+                | {(n, "refuted_by") for n in unit.refutes}
+                | {(n, "refutes") for n in index.links.refuted_by.get(unit.id, ())}
+            )
+            for neighbour_id, how in linked:
+                npos = index.position.get(neighbour_id)
+                if npos is None or npos in pool.score:
+                    continue
+                neighbour = index.units[npos]
+                if neighbour.project not in scope or not in_effect(neighbour, standpoint):
+                    continue
+                score = pool.score[pos] * config.neighbour_pull_weight
+                pool.add(npos, score, f"{how}:{unit.id}")
+                pulled += 1
+        pool.counts["neighbours_pulled"] = pulled
+
+    if condition.successor_pull and open_loops and config.open_loop_pull > 0:
+        # Chapter 9: the project's open loops, when the work type has a use for unfinished work
+        loops = [
+            pos
+            for project in sorted(scope)
+            for pos in index.open_loops.get(project, ())
+            if pos not in pool.score and in_effect(index.units[pos], standpoint)
+        ]
+        chosen = by_relevance(pool, loops)[: config.open_loop_pull]
+        for j, pos in enumerate(chosen):
+            pool.add(pos, _pulled_score(floor, j), "open_loop")
+        pool.counts["open_loops_pulled"] = len(chosen)
 
     if condition.successor_pull:
         pulled = 0

@@ -54,9 +54,7 @@ def evidence_strength(unit: Unit) -> float:
 
 
 def is_open(unit: Unit) -> bool:
-    if unit.open_loop is not None:
-        return unit.open_loop.status == "open"
-    return unit.evidence_class == "open_loop"
+    return unit.is_open_loop
 
 
 def open_loop_weight(frame: ProjectFrame, work_type: str | None) -> float:

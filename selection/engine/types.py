@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from enum import StrEnum
 
 from .gates import Gates
 from .reason_codes import REACHES_MODEL, Disposition
@@ -63,6 +64,13 @@ class Unit(Serialisable):
     @property
     def tokens(self) -> int:
         return estimate_tokens(self.text)
+
+    @property
+    def is_open_loop(self) -> bool:
+        """An open loop: its open_loop record says open, or (without one) its class is open_loop."""
+        if self.open_loop is not None:
+            return self.open_loop.status == "open"
+        return self.evidence_class == "open_loop"
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,34 @@ class EstablishmentPolicy(Serialisable):
         return BuilderThresholds(builder, margin=0.0, min_score=0.0)
 
 
+ADMISSION_RULES = ("none", "relative")
+# Bundle order (frame policy): the routed envelope (root constraints, then the other routed
+# units, in routing order) is always first, a prefix that does not depend on the query; then the
+# ranked evidence by class bucket, inside a bucket by rank ("rank") or by unit id ("stable": the
+# same admitted units render in the same order whatever the query, so consecutive selections share
+# a longer prefix)
+ORDER_RULES = ("rank", "stable")
+
+
+@dataclass(frozen=True)
+class AdmissionPolicy(Serialisable):
+    """Frame policy for when a C6 bundle stops before the budget (the budget stays a ceiling).
+
+    rule "relative": inside a class bucket, an item whose evidence is below `floor` x the best
+    evidence admitted in that bucket is stopped, and so is every item of the unlisted-class bucket
+    after its first `unlisted` admitted ones. An item's evidence is the strongest of its query
+    relevance, objective relevance (each text's own fused list) and retrieval score (all a pulled
+    unit has). Never stopped: routed units, and the first unit the class pull brought in for a
+    class (the frame's guarantee of that class). rule "none" (the default, so a frame that
+    declares nothing keeps the book's behaviour): the budget alone ends the bundle. floor 0.6 and
+    unlisted 2 were set on fixtures/context-lab, whose frames declare them (docs/results.md).
+    """
+
+    rule: str = "none"
+    floor: float = 0.6
+    unlisted: int = 2
+
+
 @dataclass(frozen=True)
 class ProjectFrame(Serialisable):
     """Durable, versioned project policy written by a person (configuration)."""
@@ -154,6 +190,10 @@ class ProjectFrame(Serialisable):
     establishment: EstablishmentPolicy = field(default_factory=EstablishmentPolicy)
     # task categories -> work types, and which modules each loads (docs/corpus-format.md)
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)
+    # when a C6 bundle stops before the budget (docs/engine.md, Budget)
+    admission: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    # the order of the rendered bundle (ORDER_RULES); membership never depends on it
+    bundle_order: str = "rank"
 
     def classes_for(self, work_type: str | None) -> tuple[str, ...]:
         for name, classes in self.work_types:
@@ -258,6 +298,9 @@ class EngineConfig:
     redundancy_threshold: float = 0.6  # C6: Jaccard above this against an admitted item rejects
     adjacency_weight: float = 0.05  # C6: added to the rank score per unit of adjacency
     open_loop_weight: float = 0.15  # C5+: added to the rank score per unit of open-loop relevance
+    neighbour_pull_top: int = 10  # C5+: support/refute neighbours of this many strongest hits
+    neighbour_pull_weight: float = 0.5  # C5+: a neighbour scores its strong candidate's x this
+    open_loop_pull: int = 3  # C5+: open loops pulled when the work type uses unfinished work
     abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
 
 
@@ -308,22 +351,45 @@ class RetrievalRecord(Serialisable):
 
 @dataclass(frozen=True)
 class Signals(Serialisable):
-    """The nine separated signals; computed for every candidate before eligibility. Never summed
-    here.
+    """The ten separated signals; computed for every candidate before eligibility. Never summed
+    here: how each entered the rank score is the candidate's `contributions`. (Defaults let a
+    trace written before `objective_relevance` existed load.)
     """
 
-    query_relevance: float
-    goal_relevance: float
-    project_relevance: float
-    temporal_validity: float
-    evidence_strength: float
-    open_loop_relevance: float
-    adjacency: float
-    recency: float
-    redundancy: float
+    query_relevance: float = 0.0  # the query's own fused list: 1 - (rank - 1) / n, 0 if absent
+    objective_relevance: float = 0.0  # the objective's own fused list (C4+), likewise
+    goal_relevance: float = 0.0
+    project_relevance: float = 0.0
+    temporal_validity: float = 0.0
+    evidence_strength: float = 0.0
+    open_loop_relevance: float = 0.0
+    adjacency: float = 0.0
+    recency: float = 0.0
+    redundancy: float = 0.0
 
 
 SIGNAL_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Signals))
+
+
+class Effect(StrEnum):
+    """How a signal entered a candidate's rank score (Contribution.effect)."""
+
+    FUSED = "fused"  # its share of the retrieval score (the RRF term of its own list)
+    PULLED = "pulled"  # the retrieval score a pull gave the unit (signal "pull")
+    MULTIPLIER = "multiplier"  # multiplied the score; value = the change it made
+    ADDITIVE = "additive"  # added weight x signal
+    NONE = "none"  # did not enter the rank score; the note says where it acted, if anywhere
+
+
+@dataclass(frozen=True)
+class Contribution(Serialisable):
+    """One signal's part in a candidate's rank score; the values of a record sum to its
+    rank_score (to rounding)."""
+
+    signal: str
+    effect: str  # an Effect value
+    value: float
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -365,6 +431,9 @@ class CandidateRecord(Serialisable):
     )
     redundancy_with_admitted: float | None = None  # C6: max Jaccard against admitted items
     noted_on: str | None = None  # supersession: the item carrying the note about this unit
+    # how each signal entered rank_score; empty when it was never ranked (rejected, routed, oracle)
+    contributions: tuple[Contribution, ...] = ()
+    stop_note: str | None = None  # ADMISSION_STOPPED: the evidence and the floor it fell below
 
 
 @dataclass(frozen=True)
@@ -439,6 +508,8 @@ class ContextTrace(Serialisable):
     # the class preference the run ranked by, and why that list (never a silent fallback)
     class_order: tuple[str, ...] = ()
     class_order_reason: str = ""
+    # how the rendered bundle is ordered (the frame's bundle_order, spelled out)
+    order_rule: str = ""
     # routing: completeness, dispositions, conflicts; None in traces written before routing
     routing: RoutingReport | None = None
 

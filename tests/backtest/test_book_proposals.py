@@ -22,11 +22,16 @@ BOOK = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "book-ch1
 pytestmark = pytest.mark.skipif(not (BOOK / "proposals.yaml").exists(), reason="book-ch10 corpus not present")
 
 # proposal -> (passed, primary delta rounded to 3 places, metrics whose gate failed)
+# Since the engine's second pass (issue 15: the class pull fills a class by relevance, C5 pulls
+# support/refute neighbours and open loops) the decisions are unchanged and the deltas moved:
+# widening the pull now costs recall (-0.046; the relevant units of each class are already pulled
+# at 3, the next two are filler that outranks required evidence), and the combination lands on
+# the book's own -0.046. docs/results.md section 6 has the before and after.
 PINNED = {
-    "v2-prose-earlier": (False, -0.046, {"must_include_recall", "precision"}),
+    "v2-prose-earlier": (False, -0.046, {"must_include_recall"}),
     "v2-contract-in-implementation": (True, 0.037, set()),
-    "v2-wider-class-pull": (False, 0.019, {"precision"}),
-    "v3-combined": (False, 0.019, {"precision"}),
+    "v2-wider-class-pull": (False, -0.046, {"must_include_recall", "precision"}),
+    "v3-combined": (False, -0.046, {"must_include_recall", "precision"}),
 }
 
 

@@ -15,6 +15,7 @@ from django.core.management import CommandError, call_command
 from django.urls import NoReverseMatch, reverse
 
 from selection import store
+from selection.engine.attribution import LOSS_STAGES
 from selection.engine.conditions import LADDER, UnknownCondition
 from selection.engine.metrics import METRICS
 from selection.evaluation import (
@@ -105,6 +106,15 @@ def test_hazard_table_compares_the_wrong_frame_with_the_right_one_and_with_no_fr
     }
 
 
+def test_prefix_stability_is_the_shared_start_of_consecutive_bundles():
+    from selection.evaluation import prefix_share, prefix_stability
+
+    assert prefix_share("root|a|b", "root|c") == 5 / 6
+    assert prefix_share("x", "") == 1.0 and prefix_share("", "abc") == 0.0
+    assert prefix_stability({"p": ["root|a", "root|b", "root|b"], "q": ["z"]}) == (5 / 6 + 1.0) / 2
+    assert prefix_stability({"q": ["only one"]}) == 1.0
+
+
 def test_ecode_counts_lists_every_code():
     counts = ecode_counts({"a": {"u1": "E1", "u2": "E4"}, "b": {"u1": "E1"}, "c": {}})
     assert list(counts) == list(ECODES)
@@ -181,6 +191,14 @@ def test_the_json_document_has_the_documented_shape(doc):
             assert all(code in ECODES for code in row["ecodes"].values())
     for row in doc["pairs"].values():
         assert set(row) == set(ALL_CONDITIONS)
+    for condition, losses in doc["stage_losses"].items():
+        # recall at every stage: the stages account for every MUST unit, and `recalled` is recall
+        assert list(losses["counts"]) == list(LOSS_STAGES)
+        assert sum(losses["counts"].values()) == losses["must"] > 0
+        for row in doc["conditions"][condition]["tasks"].values():
+            must = sum(row["losses"].values())
+            assert row["losses"]["recalled"] == round(row["must_include_recall"] * must)
+    assert doc["stage_losses"]["CO"]["shares"]["recalled"] == 1.0
     for row in doc["hazard"].values():
         assert {"declared", "misassigned", "C0"} <= set(row)
     json.dumps(doc)  # plain JSON all the way down

@@ -691,3 +691,35 @@ def test_history_query_count_is_pinned(lab, auditor_client, django_assert_max_nu
     assert len(large.captured_queries) == len(small.captured_queries)
     html = response.content.decode()
     assert len(re.findall(r'data-trace="', html)) == 5 and "page 1 of 2" in html
+
+
+def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from selection import services, store
+    from selection.selectors import trace_explained
+
+    # a query that reaches every MUST unit and not the superseded r0 (no E4), at a wide budget
+    trace = services.run_selection(
+        project=lab.project,
+        query="why pipeline exists readers clause evidence review recall relevance candidates",
+        work_frame=store.work_frame_for_task(lab.task),
+        budget_tokens=5000,
+        condition="C2",
+        standpoint=lab.task.standpoint,
+        task=lab.task,
+        use_dense=False,
+    ).trace
+    before = trace_explained(trace).attribution
+    assert not [e for e in before.units if e.label != "SHOULD"], before  # no MUST miss, no E4
+    with pytest.raises(CommandError, match="may not report"):
+        call_command("record_outcome", str(trace.pk), verdict="failed", user="outsider")
+    call_command("record_outcome", str(trace.pk), verdict="failed", user="reviewer", note="wrong answer")
+    assert trace.outcomes.get().verdict == "failed"
+    after = trace_explained(trace).attribution
+    assert "E6" in after.codes
+    # a trace that missed required evidence is not a reader failure, whatever the outcome says
+    missed = lab.select().trace
+    call_command("record_outcome", str(missed.pk), verdict="failed", user="reviewer")
+    assert "E6" not in trace_explained(missed).attribution.codes

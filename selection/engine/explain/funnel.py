@@ -30,7 +30,7 @@ FUNNEL_STAGES: tuple[tuple[FunnelStage, str, str], ...] = (
     (FunnelStage.NEVER_SURFACED, FailureCode.E1, "never surfaced by retrieval"),
     (FunnelStage.INELIGIBLE, FailureCode.E2, "ruled ineligible"),
     (FunnelStage.LOST, FailureCode.E3, "lost in ranking or to the budget"),
-    (FunnelStage.FOLDED, FailureCode.E5, "folded or rejected as redundant"),
+    (FunnelStage.FOLDED, FailureCode.E5, "rejected as redundant"),
     (FunnelStage.ADMITTED, "", "admitted"),
 )
 FUNNEL_KEYS = tuple(key for key, _, _ in FUNNEL_STAGES)

@@ -98,6 +98,12 @@ class CorpusIndex:
             refuted_by=_invert([(t, u.id) for u in self.units for t in u.refutes]),
             supported_by=_invert([(t, u.id) for u in self.units for t in u.supports]),
         )
+        open_by: dict[str, list[int]] = {}
+        for pos, u in enumerate(self.units):
+            if u.is_open_loop:
+                open_by.setdefault(u.project, []).append(pos)
+        # each project's open loops, in id order (the C5 open-loop pull)
+        self.open_loops: dict[str, tuple[int, ...]] = {k: tuple(v) for k, v in open_by.items()}
         self.neighbour_ids: dict[str, tuple[str, ...]] = {}
         for u in self.units:
             linked = self.neighbours(u.id)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.evaluation import ECODES, EvaluationError, evaluation_run
+from selection.evaluation import ECODES, LOSS_STAGES, EvaluationError, evaluation_run
 
 SHORT = {
     "must_include_recall": "recall",
@@ -106,6 +106,15 @@ class Command(BaseCommand):
         for c in names:
             counts = doc["ecode_counts"][c]
             out(self._row(c, [str(counts[code]) for code in ECODES], width=6))
+        out("\nRecall at every stage (share of the MUST units, summed over tasks, lost at each stage)")
+        out(self._row("condition", ["MUST", *LOSS_STAGES], width=12))
+        for c in names:
+            losses = doc["stage_losses"][c]
+            shares = [f"{losses['shares'][stage]:.3f}" for stage in LOSS_STAGES]
+            out(self._row(c, [str(losses["must"]), *shares], width=12))
+        out("\nPrefix stability (share of each bundle repeating the start of its project's previous one)")
+        out(self._row("condition", names, width=8))
+        out(self._row("share", [f"{doc['prefix_stability'][c]:.3f}" for c in names], width=8))
         if doc.get("builders"):
             self.print_builders(doc)
         out(f"\nStored as evaluation {evaluation.pk} with {evaluation.runs.count()} runs, each with its trace.")

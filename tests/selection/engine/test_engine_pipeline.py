@@ -31,7 +31,7 @@ from selection.engine import (
     select,
 )
 from selection.engine.coalesce import undo_coalescing
-from selection.engine.types import EstablishmentPolicy, WorkSignal, estimate_tokens
+from selection.engine.types import EstablishmentPolicy, OpenLoop, WorkSignal, estimate_tokens
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +120,58 @@ def test_c5_pulls_the_successor_of_a_superseded_candidate(index):
     )
 
 
+def lineage_units():
+    """A strong result, a unit that supports it and one that refutes it (sharing none of the query's
+    words), an open loop the query does not reach, three todos and fillers (positive idf)."""
+    fillers = [mk(f"z-fill{i}", f"filler {w} words", "misc") for i, w in enumerate("abcdefgh")]
+    return fillers + [
+        mk("r-main", "The reranker lifts ndcg on the judged set.", "result"),
+        mk("r-support", "Independent rerun agrees: gains hold.", "result", supports=("r-main",)),
+        mk("r-refute", "Our replication disagrees entirely.", "result", refutes=("r-main",)),
+        mk("t-a", "Tidy the glossary headings.", "todo", open_loop=OpenLoop("open", "todo")),
+        mk("t-b", "Rerun the reranker ndcg check later.", "todo", open_loop=OpenLoop("open", "todo")),
+        mk("t-c", "Closed: glossary reviewed.", "todo", open_loop=OpenLoop("closed", "todo")),
+    ]
+
+
+def test_c5_pulls_the_support_and_refute_neighbours_of_a_strong_candidate():
+    idx = CorpusIndex.build(lineage_units())
+    work, frame = mini_work(objective=""), replace(ALPHA, class_pull=0)
+    c5 = select(mini_request("C5", query="reranker ndcg judged", work=work, frame=frame), idx)
+    assert rec(c5, "r-support").retrieval.pulled_by == "supports:r-main"
+    assert rec(c5, "r-refute").retrieval.pulled_by == "refutes:r-main"
+    retrieval = next(st for st in c5.trace.stages if st.stage == "retrieval")
+    assert ("neighbours_pulled", "2") in retrieval.detail
+    c4 = select(mini_request("C4", query="reranker ndcg judged", work=work, frame=frame), idx)
+    assert c4.trace.candidate("r-support") is None and c4.trace.candidate("r-refute") is None
+
+
+def test_c5_pulls_open_loops_only_when_the_work_type_uses_them():
+    idx = CorpusIndex.build(lineage_units())
+    config = EngineConfig(open_loop_pull=1)
+    no_class_pull = replace(ALPHA, class_pull=0)
+    release = mini_request(
+        "C5", query="glossary", work=mini_work("release", objective=""), frame=no_class_pull
+    )
+    got = select(release, idx, config)
+    pulled = [c.unit_id for c in got.trace.candidates if c.retrieval.pulled_by == "open_loop"]
+    # t-a is retrieved by the query itself; the pull adds the other open loop, never the closed t-c
+    assert pulled == ["t-b"] and "bm25" in rec(got, "t-a").retrieval.sources
+    review = replace(release, work_frame=mini_work("review", objective=""))
+    assert not any(c.retrieval.pulled_by == "open_loop" for c in select(review, idx, config).trace.candidates)
+
+
+def test_the_class_pull_fills_a_class_by_relevance_not_by_unit_id():
+    idx = CorpusIndex.build(lineage_units())
+    frame = replace(ALPHA, class_pull=1)
+    work = mini_work("release", objective="")
+    # a pool of one: the reranker result; the todo class is pulled, t-b is relevant, t-a is not
+    query = "reranker lifts ndcg judged set"
+    r = select(mini_request("C4", query=query, work=work, frame=frame), idx, EngineConfig(pool_size=1))
+    todos = [c.unit_id for c in r.trace.candidates if c.retrieval.pulled_by == "class_pull:todo"]
+    assert todos == ["t-b"]
+
+
 def test_c1_adds_the_most_recent_units_and_prefers_recent_work(index):
     config = EngineConfig(recency_additions=1)
     c0 = select(mini_request("C0", query="SQLite tables"), index, config)
@@ -167,6 +219,50 @@ def test_signals_follow_their_formulas(index):
     assert rec(r2, "a-rule").signals.adjacency > 0  # its echoes are candidates too
     refute = rec(select(mini_request("C5", query="rerun contradicts"), index), "a-refute").signals
     assert refute.evidence_strength == 0.9
+
+
+def test_query_and_objective_relevance_are_each_their_own_lists(index):
+    r = select(mini_request("C4"), index)
+    pool = r.trace.candidates
+    for c in pool:
+        q_rank, o_rank = c.retrieval.query_fused_rank, c.retrieval.objective_fused_rank
+        assert (c.signals.query_relevance > 0) == (q_rank is not None)
+        assert (c.signals.objective_relevance > 0) == (o_rank is not None)
+    # without an objective query, the objective has no relevance at all
+    c2 = select(mini_request("C2"), index)
+    assert all(c.signals.objective_relevance == 0.0 for c in c2.trace.candidates)
+
+
+@pytest.mark.parametrize("condition", ["C0", "C1", "C3", "C4", "C5", "C6"])
+def test_every_signal_says_how_it_entered_the_rank_score(index, condition):
+    r = select(mini_request(condition), index)
+    ranked = [c for c in r.trace.candidates if c.rank is not None and c.eligible and c.contributions]
+    assert ranked
+    names = {"query_relevance", "objective_relevance", "goal_relevance", "project_relevance",
+             "temporal_validity", "evidence_strength", "open_loop_relevance", "adjacency",
+             "recency", "redundancy"}
+    for c in ranked:
+        got = {p.signal for p in c.contributions}
+        assert names <= got <= names | {"pull"}
+        assert sum(p.value for p in c.contributions) == pytest.approx(c.rank_score, abs=1e-5)
+        goal = next(p for p in c.contributions if p.signal == "goal_relevance")
+        assert goal.effect == "none" and "informational" in goal.note
+        for p in c.contributions:
+            assert p.effect != "none" or p.value == 0.0  # a signal that decided nothing adds nothing
+    rejected = [c for c in r.trace.candidates if not c.eligible]
+    assert all(c.contributions == () for c in rejected)
+
+
+def test_layers_contribute_only_from_c5(index):
+    query = "SQLite tables baseline store"
+    c4 = rec(select(mini_request("C4", query=query), index), "a-sqlite")
+    c5 = select(mini_request("C5", query=query), index)
+    temporal = next(p for p in c4.contributions if p.signal == "temporal_validity")
+    assert temporal.effect == "none" and temporal.value == 0.0
+    stale = [c for c in c5.trace.candidates if c.signals.temporal_validity < 1 and c.contributions]
+    for c in stale:
+        part = next(p for p in c.contributions if p.signal == "temporal_validity")
+        assert part.effect == "multiplier" and part.value < 0
 
 
 def test_every_eligibility_rule_is_recorded_with_its_reason(index):
@@ -280,25 +376,59 @@ def test_coalescing_is_reversible_from_the_trace(index):
     assert set(r.bundle.unit_ids()) <= set(c5.bundle.unit_ids()) | set(folds)
 
 
-def test_c6_rejects_a_near_duplicate_as_redundant_but_c5_admits_it():
+def near_twins(refute: bool = False):
     units = [
         mk("a-one", "the retrieval baseline must be beaten at a matched budget", "rule"),
-        mk("a-two", "the retrieval baseline must be beaten at a matched budget too", "rule"),
+        mk(
+            "a-two",
+            "the retrieval baseline must be beaten at a matched budget too",
+            "rule",
+            refutes=("a-one",) if refute else (),
+        ),
     ]
-    index = CorpusIndex.build(units)
+    return CorpusIndex.build(units)
+
+
+def test_c6_folds_a_near_duplicate_into_the_item_it_restates_keeping_its_source():
+    index = near_twins()
     c6 = select(mini_request("C6", query="retrieval baseline budget"), index)
-    second = rec(c6, "a-two") if rec(c6, "a-one").disposition == "admitted" else rec(c6, "a-one")
-    assert (
-        second.reason_code == ReasonCode.REDUNDANT_WITH_ADMITTED
-        and second.disposition == "rejected"
-    )
-    assert second.redundancy_with_admitted > 0.6 and second.stage == "budget"
+    first = rec(c6, "a-two") if rec(c6, "a-two").disposition == "admitted" else rec(c6, "a-one")
+    second = rec(c6, "a-one") if first.unit_id == "a-two" else rec(c6, "a-two")
+    assert second.reason_code == ReasonCode.NEAR_DUPLICATE_FOLDED and second.disposition == "folded"
+    assert second.redundancy_with_admitted > 0.6 and second.item_id == first.item_id
+    item = next(i for i in c6.bundle.items if i.item_id == first.item_id)
+    assert item.sources == (first.unit_id, second.unit_id)  # its provenance is in the bundle
+    assert second.unit_id in item.rendered and len(c6.bundle.items) == 1
+    op = next(op for op in c6.trace.coalescing if op.unit_id == second.unit_id)
+    assert op.op == "fold_near_duplicate" and undo_coalescing([item.sources], [op]) == [
+        (first.unit_id,),
+        (second.unit_id,),
+    ]
     assert {
         c.disposition
         for c in select(
             mini_request("C5", query="retrieval baseline budget"), index
         ).trace.candidates
     } == {"admitted"}
+
+
+def test_c6_rejects_a_near_duplicate_as_redundant_when_its_source_would_not_fit():
+    index = near_twins()
+    full = select(mini_request("C6", query="retrieval baseline budget"), index)
+    alone = select(mini_request("C6", query="retrieval baseline budget", budget=1), index)
+    lone_tokens = -(-len(full.bundle.items[0].rendered.replace(", a-two", "").replace(", a-one", "")) // 4)
+    tight = select(mini_request("C6", query="retrieval baseline budget", budget=lone_tokens), index)
+    assert alone.bundle.items == ()
+    second = [c for c in tight.trace.candidates if c.disposition != "admitted"]
+    assert [c.reason_code for c in second] == [ReasonCode.REDUNDANT_WITH_ADMITTED]
+    assert second[0].stage == "budget" and tight.bundle.tokens <= lone_tokens
+
+
+def test_a_refuting_near_duplicate_is_never_folded_away():
+    index = near_twins(refute=True)
+    c6 = select(mini_request("C6", query="retrieval baseline budget"), index)
+    assert {rec(c6, u).disposition for u in ("a-one", "a-two")} == {"admitted"}
+    assert len(c6.bundle.items) == 2
 
 
 # --- budget ----------------------------------------------------------------------------------
@@ -465,6 +595,18 @@ def test_every_reason_code_is_produced_by_some_selection(index):
         c.reason_code
         for c in select(mini_request("C6", query=CROWD_QUERY, work=work), extra).trace.candidates
     }
+    twins = near_twins()
+    one = select(mini_request("C6", query="retrieval baseline budget"), twins).bundle.items[0]
+    lone = -(-len(one.rendered.replace(", a-two", "").replace(", a-one", "")) // 4)
+    seen |= {
+        c.reason_code
+        for c in select(mini_request("C6", query="retrieval baseline budget", budget=lone), twins)
+        .trace.candidates
+    }
+    from selection.engine.types import AdmissionPolicy
+
+    strict = replace(ALPHA, admission=AdmissionPolicy(rule="relative", floor=0.95, unlisted=0))
+    seen |= {c.reason_code for c in select(mini_request("C6", frame=strict), index).trace.candidates}
     assert seen == {code.value for code in ReasonCode}
 
 
@@ -565,3 +707,46 @@ def test_a_scope_naming_no_loaded_project_admits_nothing_and_says_why(index):
         assert record.reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE, record
         (check,) = [c for c in record.eligibility if c.rule == "scope"]
         assert not check.passed and "outside scope nowhere" in check.detail
+
+
+# --- the admission stop rule (C6, frame policy) --------------------------------------------------
+
+
+def test_c6_stops_weak_evidence_before_the_budget_and_says_why():
+    from selection.engine.types import AdmissionPolicy
+
+    idx = CorpusIndex.build(mini_units())
+    work = mini_work("review")
+    strict = replace(ALPHA, admission=AdmissionPolicy(rule="relative", floor=0.95, unlisted=0))
+    off = replace(ALPHA, admission=AdmissionPolicy(rule="none"))
+    stopped = select(mini_request("C6", work=work, frame=strict), idx)
+    full = select(mini_request("C6", work=work, frame=off), idx)
+    halted = [c for c in stopped.trace.candidates if c.reason_code == ReasonCode.ADMISSION_STOPPED]
+    assert halted and all(c.disposition == "rejected" and c.stop_note for c in halted)
+    assert not any(c.reason_code == ReasonCode.ADMISSION_STOPPED for c in full.trace.candidates)
+    assert stopped.bundle.tokens < full.bundle.tokens <= 2000  # the budget stays a ceiling
+    # C5 has no stop rule, whatever the frame says
+    c5 = select(mini_request("C5", work=work, frame=strict), idx)
+    assert not any(c.reason_code == ReasonCode.ADMISSION_STOPPED for c in c5.trace.candidates)
+
+
+# --- bundle order (frame policy) -----------------------------------------------------------------
+
+
+def test_bundle_order_is_frame_policy_and_the_trace_names_the_rule(index):
+    ranked = select(mini_request("C6"), index)
+    stable = select(mini_request("C6", frame=replace(ALPHA, bundle_order="stable")), index)
+    assert set(ranked.bundle.unit_ids()) == set(stable.bundle.unit_ids())  # membership is kept
+    assert "by rank inside a bucket" in ranked.trace.order_rule
+    assert "stable" in stable.trace.order_rule
+    by_id = {c.unit_id: c for c in stable.trace.candidates}
+    keys = [(by_id[i.sources[0]].bucket, i.sources[0]) for i in stable.bundle.items]
+    assert keys == sorted(keys)
+    # under "stable" two queries that admit the same units render the same bundle
+    other = select(
+        mini_request("C6", query="Is the retrieval baseline beaten by the mechanism?",
+                     frame=replace(ALPHA, bundle_order="stable")),
+        index,
+    )
+    if set(other.bundle.unit_ids()) == set(stable.bundle.unit_ids()):
+        assert other.bundle.rendered == stable.bundle.rendered

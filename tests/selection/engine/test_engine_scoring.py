@@ -122,10 +122,11 @@ def test_e4_harmful_or_superseded_evidence_admitted(index):
     assert codes(c5, {"a-sqlite": "HARMFUL"}, index)[0] == {}
 
 
-def test_e5_coalescing_folded_away_a_needed_passage(index):
+def test_a_folded_must_unit_counts_as_recalled_not_e5(index):
     r = select(mini_request("C6"), index)
+    assert rec_of(r, "a-echo1").disposition == "folded"
     got, _ = codes(r, {"a-echo1": "MUST"}, index)
-    assert got == {"a-echo1": "E5"}
+    assert got == {}  # its id joined an admitted item with its source: the metric counts it
     assert codes(select(mini_request("C5"), index), {"a-echo1": "MUST"}, index)[0] == {}
 
 
@@ -135,9 +136,27 @@ def test_e5_redundancy_rejection():
         mk("a-two", "the retrieval baseline must be beaten at a matched budget too", "rule"),
     ]
     idx = CorpusIndex.build(units)
-    r = select(mini_request("C6", query="retrieval baseline budget"), idx)
+    full = select(mini_request("C6", query="retrieval baseline budget"), idx)
+    lone = -(-len(full.bundle.items[0].rendered.replace(", a-two", "").replace(", a-one", "")) // 4)
+    r = select(mini_request("C6", query="retrieval baseline budget", budget=lone), idx)
     lost = next(c.unit_id for c in r.trace.candidates if c.reason_code == "REDUNDANT_WITH_ADMITTED")
     assert attribute(r.trace, {lost: "MUST"}, idx.position).units[0].code == "E5"
+
+
+def test_missed_should_units_are_attributed_too(index):
+    r = select(mini_request("C5"), index)
+    att = attribute(r.trace, {"a-hidden": "SHOULD", "b-rule": "SHOULD", "a-rule": "MUST"}, index.position)
+    assert {(e.unit_id, e.label, e.code) for e in att.units} == {
+        ("a-hidden", "SHOULD", "E1"),
+        ("b-rule", "SHOULD", "E2"),
+    }
+    # SHOULD misses do not hide a reader failure on a bundle whose MUST evidence was present
+    failed = attribute(r.trace, {"a-hidden": "SHOULD", "a-rule": "MUST"}, index.position, reader_failed=True)
+    assert "E6" in failed.codes
+
+
+def rec_of(result, unit_id):
+    return next(c for c in result.trace.candidates if c.unit_id == unit_id)
 
 
 def test_e6_only_when_the_reader_failed_on_good_context(index):
@@ -154,3 +173,38 @@ def test_attribution_round_trips(index):
     att = attribute(r.trace, {"nowhere": "MUST", "b-rule": "MUST"}, index.position)
     assert Attribution.from_dict(att.as_dict()) == att
     assert replace(att, codes=()) != att
+
+
+# --- recall at every stage -----------------------------------------------------------------------
+
+
+def stages_of(result, ledger, index):
+    from selection.engine.attribution import must_loss_stages
+
+    tokens = {i.item_id: i.tokens for i in result.bundle.items}
+    return must_loss_stages(result.trace, ledger, index.position, tokens)
+
+
+def test_loss_stages_name_the_stage_that_lost_each_must_unit(index):
+    r = select(mini_request("C5"), index)
+    got = stages_of(
+        r, {"nowhere": "MUST", "a-hidden": "MUST", "b-rule": "MUST", "a-rule": "MUST"}, index
+    )
+    assert got == {
+        "nowhere": "absent",
+        "a-hidden": "pool",
+        "b-rule": "eligibility",
+        "a-rule": "recalled",
+    }
+    folded = select(mini_request("C6"), index)
+    assert stages_of(folded, {"a-echo1": "MUST"}, index) == {"a-echo1": "recalled"}
+
+
+def test_a_budget_omission_is_ranking_when_filler_took_the_room_and_budget_when_evidence_did(index):
+    full = select(mini_request("C5"), index)
+    last = full.bundle.items[-1].sources[0]
+    budget = sum(i.tokens for i in full.bundle.items[:-1])
+    r = select(mini_request("C5", budget=budget), index)
+    assert stages_of(r, {last: "MUST"}, index) == {last: "ranking"}  # the rest is filler
+    ahead = {i.sources[0]: "SHOULD" for i in r.bundle.items}  # everything ahead of it is wanted
+    assert stages_of(r, {last: "MUST", **ahead}, index)[last] == "budget"
