@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install services stop-services destroy-services migrate demo test test-engine lint import-fixtures worker serve evaluate bench clean
+.PHONY: help install services stop-services destroy-services migrate demo test test-engine lint import-fixtures worker beat serve evaluate bench clean
 
 help: ## list every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,6 +38,9 @@ demo: $(STAMP) ## set up everything, load fixtures, create demo accounts, run a 
 
 worker: $(STAMP) ## run one Celery worker process in the foreground
 	$(VENV)/bin/celery -A governance worker --loglevel=INFO --concurrency=1
+
+beat: $(STAMP) ## run Celery beat in the foreground: the daily retention (apply_retention)
+	$(VENV)/bin/celery -A governance beat --loglevel=INFO --schedule .state/celerybeat-schedule
 
 serve: $(STAMP) ## serve the dashboard on http://127.0.0.1:8000 (no worker)
 	$(PY) manage.py runserver 127.0.0.1:8000

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from celery import shared_task
 
 from . import jobs, retention
@@ -13,6 +15,8 @@ def run_job(job_id: int) -> str:
 
 
 @shared_task(name="selection.apply_retention")
-def apply_retention() -> int:
-    """The daily beat task (settings.CELERY_BEAT_SCHEDULE): expire traces past their retention."""
-    return sum(report.total for report in retention.retention_apply())
+def apply_retention(as_of: str | None = None) -> int:
+    """The daily beat task (settings.CELERY_BEAT_SCHEDULE): expire traces past their retention.
+    `as_of` (ISO date-time) replaces now, for a rehearsal; returns how many traces expired."""
+    now = datetime.fromisoformat(as_of) if as_of else None
+    return sum(report.total for report in retention.retention_apply(now=now))

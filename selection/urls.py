@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views as trace_views
-from . import views_chain, views_evaluation, views_jobs, views_units
+from . import views_chain, views_evaluation, views_jobs, views_retention, views_units
 
 urlpatterns: list = []
 
@@ -55,5 +55,6 @@ urlpatterns += [
 urlpatterns += [
     path("corpora/<slug:name>/units/<str:uid>/", views_units.unit_detail, name="unit-detail"),
     path("corpora/<slug:name>/units/<str:uid>/erase/", views_units.unit_erase_view, name="unit-erase"),
+    path("projects/<slug:slug>/retention/", views_retention.project_retention, name="project-retention"),
 ]
 # --- end units ---

@@ -113,6 +113,8 @@ def pages(w):
         ("unit-detail", "get", reverse("unit-detail", args=[w["corpus"], "r1"]), None, member),
         # without the typed confirmation: a lead gets the form back (400), nothing is erased
         ("unit-erase", "post", reverse("unit-erase", args=[w["corpus"], "r1"]), {"reason": "r"}, only("lead")),
+        ("project-retention", "get", reverse("project-retention", args=[s]), None, member),
+        ("project-retention", "post", reverse("project-retention", args=[s]), {"live_days": "0"}, only("lead")),
         ("evaluation-list", "get", reverse("evaluation-list", args=[w["corpus"]]), None, member),
         (
             "evaluation-create",

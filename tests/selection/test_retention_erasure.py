@@ -89,7 +89,24 @@ def test_retention_expires_old_traces_by_origin_and_the_chain_still_verifies(lab
     assert client.get(reverse("trace-detail", args=[backtest.pk])).status_code == 200
 
 
-def test_only_a_lead_sets_retention_and_bad_values_change_nothing(lab, people):
+def test_celery_beat_runs_the_same_retention_daily(lab, people):
+    from django.conf import settings
+
+    from governance.celery import app
+    from selection import tasks
+    from selection.retention import retention_policy_set
+
+    schedule = settings.CELERY_BEAT_SCHEDULE["apply-retention"]
+    assert schedule["task"] == tasks.apply_retention.name == "selection.apply_retention"
+    assert "selection.apply_retention" in app.tasks
+    old = lab.select(source="evaluation").trace
+    retention_policy_set(project=lab.project, lead=people["lead"], evaluation_days=7)
+    assert tasks.apply_retention() == 0  # nothing is a week old yet
+    assert tasks.apply_retention(as_of=(timezone.now() + timedelta(days=8)).isoformat()) == 1
+    assert Trace.objects.get(pk=old.pk).expired_at is not None
+
+
+def test_only_a_lead_sets_retention_and_bad_values_change_nothing(lab, people, client):
     from selection.retention import RetentionRefused, retention_policy_set
 
     with pytest.raises(AccessDenied):
@@ -101,8 +118,19 @@ def test_only_a_lead_sets_retention_and_bad_values_change_nothing(lab, people):
     with pytest.raises(RetentionRefused, match="evaluation_days: a whole number of days"):
         retention_policy_set(project=lab.project, lead=people["lead"], evaluation_days="soon")
     assert not AuditEntry.objects.filter(action="retention.set").exists()
+    url = reverse("project-retention", args=["tlab"])
+    client.force_login(people["reviewer"])
+    assert 'id="live_days"' not in client.get(url).content.decode()  # read, not changed
+    assert client.post(url, {"live_days": "5"}).status_code == 403
+    client.force_login(people["lead"])
+    refused = client.post(url, {"live_days": "-1"})
+    assert refused.status_code == 400 and "live_days: from 1 to 36500 days, not -1" in refused.content.decode()
+    assert not AuditEntry.objects.filter(action="retention.set").exists()
+    assert client.post(url, {"evaluation_days": "30", "live_days": ""}).status_code == 302
+    assert 'value="30"' in client.get(url).content.decode()
     out = _command("set_retention", "tlab", "--as", "lead", "--backtest-days", "90")
     assert "tlab keeps evaluation: for ever, backtest: 90 days, live: for ever" in out
+    assert AuditEntry.objects.filter(action="retention.set", actor=people["lead"]).count() == 2
 
 
 def test_the_trigger_lets_through_only_the_services_tombstones(lab, people):
