@@ -47,6 +47,10 @@ class DecisionOut(Schema):
     candidate_means: dict[str, float | None]
     gates: list[GateOut]
     per_task_deltas: list[dict[str, Any]]
+    ablation: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="one row per part of the proposal: part, alone, marginal, flagged, hurt_tasks (2 parts or more)",
+    )
     decided_at: datetime
 
 
@@ -192,6 +196,7 @@ def _backtest(backtest) -> dict:
             "candidate_means": decision.candidate_means,
             "gates": [_gate(g) for g in decision.gate_results],
             "per_task_deltas": decision.per_task_deltas,
+            "ablation": decision.ablation,
             "decided_at": decision.decided_at,
         },
         "approval": _review(reviews[-1]) if reviews else None,
@@ -287,6 +292,20 @@ def proposal_detail(request, proposal_id: Id):
     proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
     access.access_read(request.auth, proposal.project)
     return _proposal(proposal)
+
+
+@router.post(
+    "/proposals/{proposal_id}/split",
+    response={201: list[ProposalOut]},
+    url_name="proposal-split",
+    summary="Split a proposal into one proposal per part",
+)
+def proposal_split(request, proposal_id: Id):
+    """One new proposal per part of the patch (a work type's list, the scope, the class pull, ...),
+    each with its own backtest; the ablation of a backtest says which part costs more than it gives."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
+    created = governance_services.proposal_split(proposal=proposal, lead=request.auth)
+    return Status(201, [_proposal(governance_selectors.proposal_by_id(proposal_id=p.pk)) for p in created])
 
 
 @router.post(

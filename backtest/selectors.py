@@ -23,7 +23,16 @@ from selection.origins import TraceOrigin
 from selection.selectors import grouped_funnels
 
 from . import gates as gate_rules
-from .models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+from .models import (
+    AblationReplay,
+    Approval,
+    ApprovalVerdict,
+    Backtest,
+    BacktestDecision,
+    BacktestStatus,
+    ReplaySide,
+    TaskReplay,
+)
 from .taskset import task_set_digest
 
 # --- a proposal's backtests and their review ------------------------------------------------
@@ -300,9 +309,14 @@ def backtest_by_id(*, backtest_id: int) -> Backtest:
 
 
 def backtest_progress(*, backtest: Backtest) -> Progress:
-    """Replays written so far out of two per task (baseline and candidate)."""
-    done = TaskReplay.objects.filter(backtest=backtest).count()
-    return Progress(done=done, total=2 * len(backtest.task_ids), status=backtest.status)
+    """Replays written so far out of one per task and side (baseline, candidate, each ablation
+    variant)."""
+    variants = len((backtest.ablation or {}).get("variants") or [])
+    done = (
+        TaskReplay.objects.filter(backtest=backtest).count()
+        + (AblationReplay.objects.filter(backtest=backtest).count() if variants else 0)
+    )
+    return Progress(done=done, total=(2 + variants) * len(backtest.task_ids), status=backtest.status)
 
 
 def page_metrics(backtest: Backtest) -> tuple[str, ...]:
@@ -386,3 +400,61 @@ def trace_origin(trace) -> TraceOrigin | None:
 
 
 origins.register_finder(trace_origin)
+
+
+# --- the ablation of a proposal ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AblationCell:
+    metric: str
+    alone: float | None
+    marginal: float | None
+
+
+@dataclass(frozen=True)
+class AblationRow:
+    part: str
+    cells: tuple[AblationCell, ...]
+    alone_passed: bool
+    alone_failed: tuple[str, ...]  # the gates the part alone fails, as "gate metric"
+    flagged: bool
+    why: tuple[str, ...]
+    hurt_tasks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """What the page shows of a backtest's ablation: a row per part, or the note saying why none."""
+
+    rows: tuple[AblationRow, ...]
+    metrics: tuple[str, ...]
+    note: str
+
+    @property
+    def flagged(self) -> tuple[AblationRow, ...]:
+        return tuple(r for r in self.rows if r.flagged)
+
+
+def backtest_ablation(*, backtest: Backtest | None, decision: BacktestDecision | None) -> Ablation | None:
+    """The ablation table of a finished backtest (None when it ablated nothing and says nothing)."""
+    if backtest is None:
+        return None
+    note = (backtest.ablation or {}).get("note", "")
+    effects = decision.ablation if decision is not None else []
+    if not effects and not note:
+        return None
+    metrics = tuple(dict.fromkeys((*page_metrics(backtest), "tokens")))
+    rows = tuple(
+        AblationRow(
+            part=e["part"],
+            cells=tuple(AblationCell(m, e["alone"].get(m), e["marginal"].get(m)) for m in metrics),
+            alone_passed=bool(e["alone_passed"]),
+            alone_failed=tuple(f"{g['gate']} {g['metric']}" for g in e.get("alone_gates", ()) if not g["passed"]),
+            flagged=bool(e["flagged"]),
+            why=tuple(e.get("why", ())),
+            hurt_tasks=tuple(e.get("hurt_tasks", ())),
+        )
+        for e in effects
+    )
+    return Ablation(rows=rows, metrics=metrics, note=note)

@@ -23,9 +23,12 @@ from django.utils import timezone
 from authority import access
 from authority.audit import audit_record
 from authority.selectors import current_frame_version
+from governance import frames as frame_rules
+from governance import selectors as governance_selectors
 from governance.models import Proposal, ProposalState
 from governance.services import GovernanceError, proposal_sync_state
 from selection import store, telemetry
+from selection.corpus.frames import merge_patch
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
@@ -35,15 +38,26 @@ from selection.models import Project, Task
 from selection.scoring import ledgers_for_tasks
 from selection.services import SelectionInputs, embed_queries, selection_run, trace_write
 
+from . import ablation as ablation_rules
 from . import gates as gate_rules
 from . import selectors
-from .models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+from .models import (
+    AblationReplay,
+    Approval,
+    ApprovalVerdict,
+    Backtest,
+    BacktestDecision,
+    BacktestStatus,
+    ReplaySide,
+    TaskReplay,
+)
 from .taskset import project_tasks, tasks_digest
 
 logger = logging.getLogger(__name__)
 
 CONDITION = "C6"
 TRACE_SOURCE = "backtest"
+ABLATION_SIDE = "ablation-"  # the side of a variant's replay: "ablation-<index into the variants>"
 
 
 class BacktestRefused(GovernanceError):
@@ -69,6 +83,55 @@ def _gates_of(snapshot: dict) -> dict:
 # --- enqueue ---------------------------------------------------------------------------------
 
 
+def _variant_frame(proposal: Proposal, included) -> dict:
+    """The frame of some of the proposal's parts applied over the version it was written against."""
+    return merge_patch(
+        proposal.base_version.snapshot, frame_rules.patch_only(proposal.patch, included)
+    )
+
+
+def ablation_plan(proposal: Proposal) -> dict:
+    """What a backtest of `proposal` ablates: {"parts", "variants", "note"}, or {} for one part.
+
+    Parts ≥ 2 and ≤ MAX_ABLATION_PARTS are ablated; more are backtested whole and the note says
+    so, as it does when some variant is not a valid frame on its own.
+    """
+    parts = frame_rules.patch_parts(proposal.patch)
+    if len(parts) < 2:
+        return {}
+    limit = frame_rules.MAX_ABLATION_PARTS
+    if len(parts) > limit:
+        note = f"{len(parts)} parts, more than the {limit} an ablation replays: backtested whole only"
+        return {"parts": parts, "variants": [], "note": note}
+    chosen = ablation_rules.plan(parts)
+    declared = governance_selectors.declared_projects(project=proposal.project)
+    for included in chosen.variants:
+        issues = frame_rules.frame_issues(
+            _variant_frame(proposal, included), project=proposal.project.slug, declared=declared
+        )
+        if issues:
+            note = f"{' + '.join(included)} alone is not a valid frame ({issues[0]}): backtested whole only"
+            return {"parts": parts, "variants": [], "note": note}
+    return {"parts": parts, "variants": [list(v) for v in chosen.variants], "note": ""}
+
+
+def replay_sides(backtest: Backtest) -> list[str]:
+    """Every side a backtest replays each task under: baseline, candidate, then each variant."""
+    variants = (backtest.ablation or {}).get("variants") or []
+    return [*ReplaySide.values, *(f"{ABLATION_SIDE}{i}" for i in range(len(variants)))]
+
+
+def replays_expected(backtest: Backtest) -> int:
+    return len(backtest.task_ids) * len(replay_sides(backtest))
+
+
+def replays_done(backtest: Backtest) -> int:
+    return (
+        TaskReplay.objects.filter(backtest=backtest).count()
+        + AblationReplay.objects.filter(backtest=backtest).count()
+    )
+
+
 def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
     """Start a backtest of `proposal` against the current promoted version; the chord runs on commit.
 
@@ -90,6 +153,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
         if not tasks:
             raise BacktestRefused(f"{project.slug} has no task to replay")
         candidate = proposal.frame_version
+        ablation = ablation_plan(proposal)
         backtest = Backtest.objects.create(
             proposal=proposal,
             baseline_version=baseline,
@@ -101,6 +165,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
             gates=_gates_of(baseline.snapshot),
             requested_by=requested_by,
             status=BacktestStatus.QUEUED,
+            ablation=ablation,
         )
         audit_record(
             actor=requested_by,
@@ -120,6 +185,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
                 "task_set_digest": backtest.task_set_digest,
                 "engine_version": ENGINE_VERSION,
                 "gates": backtest.gates,
+                "ablation": ablation,
             },
         )
         proposal_sync_state(proposal=proposal)
@@ -134,15 +200,17 @@ FAIL_TASK = "backtest.fail_backtest"
 
 
 def launch_chord(backtest_id: int):
-    """Send one replay per task and side, baseline and candidate interleaved, then the judge.
+    """Send one replay per task and side (baseline, candidate, then each ablation variant,
+    interleaved), then the judge.
 
     Tasks are named, not imported: backtest.tasks calls this module, never the reverse.
     """
-    task_ids = Backtest.objects.values_list("task_ids", flat=True).get(pk=backtest_id)
+    backtest = Backtest.objects.only("task_ids", "ablation").get(pk=backtest_id)
+    sides = replay_sides(backtest)
     replays = group(
         signature(REPLAY_TASK, args=(backtest_id, task_id, side), immutable=True)
-        for task_id in task_ids
-        for side in ReplaySide.values
+        for task_id in backtest.task_ids
+        for side in sides
     )
     callback = signature(FINISH_TASK, args=(backtest_id,)).on_error(
         signature(FAIL_TASK, args=(backtest_id,), immutable=True)
@@ -242,11 +310,77 @@ def backtest_warm(*, backtest_id: int) -> int:
     return len(backtest.task_ids)
 
 
+@lru_cache(maxsize=64)
+def _variant(backtest_id: int, variant: int) -> ProjectFrame:
+    """The engine frame of one ablation variant of a backtest (rows it reads are immutable)."""
+    backtest = Backtest.objects.select_related(
+        "proposal", "proposal__project", "proposal__base_version", "candidate_version"
+    ).get(pk=backtest_id)
+    variants = (backtest.ablation or {}).get("variants") or []
+    if not 0 <= variant < len(variants):
+        raise BacktestError(f"backtest #{backtest_id} has no ablation variant {variant}")
+    proposal = backtest.proposal
+    return store.frame_from_snapshot(
+        project=proposal.project,
+        number=backtest.candidate_version.number,
+        snapshot=_variant_frame(proposal, variants[variant]),
+    )
+
+
+def replay_variant(*, backtest_id: int, task_id: int, variant: int) -> AblationReplay:
+    """Replay one task under one ablation variant and store its metrics, once (no trace)."""
+    found = AblationReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, variant=variant).first()
+    if found is not None:
+        return found
+    backtest = Backtest.objects.only("id", "status", "task_ids", "condition", "baseline_version_id").get(
+        pk=backtest_id
+    )
+    if task_id not in backtest.task_ids:
+        raise BacktestError(f"task {task_id} is not in backtest #{backtest_id}")
+    frame = _variant(backtest_id, variant)
+    if backtest.status == BacktestStatus.QUEUED:
+        Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
+    context = _task_context(task_id)
+    result, index = _select(context, frame, backtest.condition)
+    project_of, echo_of = _maps(context.task.corpus_id, index)
+    _number, baseline_frame = store.frame_of_version(backtest.baseline_version_id)
+    metrics = score_bundle(
+        result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=baseline_frame.scope_set
+    )
+    try:
+        with transaction.atomic():
+            return AblationReplay.objects.create(
+                backtest_id=backtest_id,
+                task_id=task_id,
+                variant=variant,
+                metrics=metrics,
+                admitted=list(result.bundle.unit_ids()),
+            )
+    except IntegrityError:
+        existing = AblationReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, variant=variant).first()
+        if existing is None:
+            raise
+        return existing
+
+
+def _variant_index(side: str) -> int | None:
+    if not side.startswith(ABLATION_SIDE):
+        return None
+    number = side[len(ABLATION_SIDE):]
+    return int(number) if number.isdigit() else None
+
+
 @telemetry.traced_replay
-def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
-    """Replay one task under one side's frame version and store its trace and metrics, once."""
+def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay | AblationReplay:
+    """Replay one task under one side's frame version and store its trace and metrics, once; an
+    ablation side ("ablation-<i>") stores the variant's metrics (replay_variant)."""
+    variant = _variant_index(side)
+    if variant is not None:
+        return replay_variant(backtest_id=backtest_id, task_id=task_id, variant=variant)
     if side not in ReplaySide.values:
-        raise BacktestError(f'unknown side "{side}": one of {", ".join(ReplaySide.values)}')
+        raise BacktestError(
+            f'unknown side "{side}": one of {", ".join(ReplaySide.values)} or {ABLATION_SIDE}<variant>'
+        )
     done = TaskReplay.objects.filter(backtest=OuterRef("pk"), task_id=task_id, side=side)
     backtest = (
         Backtest.objects.filter(pk=backtest_id)
@@ -331,6 +465,7 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
             {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
             {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
         )
+        effects = _ablation_effects(backtest, order, sides)
         per_task = [{"task_id": t, **row.as_dict()} for (t, _uid), row in zip(order, decision.per_task, strict=True)]
         row = BacktestDecision.objects.create(
             backtest=backtest,
@@ -340,6 +475,7 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
             candidate_means=decision.candidate_means,
             gate_results=[g.as_dict() for g in decision.gates],
             per_task_deltas=per_task,
+            ablation=[e.as_dict() for e in effects],
         )
         backtest.status = BacktestStatus.FINISHED
         backtest.finished_at = timezone.now()
@@ -357,10 +493,39 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
                 "baseline_version": backtest.baseline_version.number,
                 "candidate_version": backtest.candidate_version.number,
                 "gates": row.gate_results,
+                "flagged_parts": [e.part for e in effects if e.flagged],
             },
         )
         proposal_sync_state(proposal=proposal)
     return row
+
+
+def _ablation_effects(backtest: Backtest, order, sides) -> list[ablation_rules.PartEffect]:
+    """Each part's effect from the variants' replays (none without an ablation plan)."""
+    ablation = backtest.ablation or {}
+    variants = ablation.get("variants") or []
+    if not variants:
+        return []
+    found: dict[int, dict[int, dict]] = {i: {} for i in range(len(variants))}
+    for task_id, variant, metrics in AblationReplay.objects.filter(backtest=backtest).values_list(
+        "task_id", "variant", "metrics"
+    ):
+        found[variant][task_id] = metrics
+    missing = [f"{uid} (variant {i})" for i in found for t, uid in order if t not in found[i]]
+    if missing:
+        raise BacktestError(
+            f"backtest #{backtest.pk} lacks {len(missing)} ablation replays: {', '.join(missing[:5])}"
+        )
+    chosen = ablation_rules.plan(ablation["parts"])
+    if [list(v) for v in chosen.variants] != variants:
+        raise BacktestError(f"backtest #{backtest.pk}: its ablation variants do not follow its parts")
+    return ablation_rules.ablate(
+        backtest.gates,
+        chosen,
+        {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
+        {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
+        {i: {uid: found[i][t] for t, uid in order} for i in found},
+    )
 
 
 def backtest_fail(*, backtest_id: int, error: str) -> Backtest:
@@ -497,14 +662,14 @@ def backtest_stale_reason(backtest: Backtest, *, now=None) -> str | None:
     if backtest.status not in (BacktestStatus.QUEUED, BacktestStatus.RUNNING):
         return None
     latest = TaskReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
-    last_progress = max(filter(None, [backtest.created_at, latest]))
+    latest_variant = AblationReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
+    last_progress = max(filter(None, [backtest.created_at, latest, latest_variant]))
     idle = (now or timezone.now()) - last_progress
     if idle < stale_after():
         return None
-    done = TaskReplay.objects.filter(backtest=backtest).count()
     return (
-        f"stale: no replay for {int(idle.total_seconds())} s ({done} of "
-        f"{2 * len(backtest.task_ids)} done); its workers vanished or its messages were lost"
+        f"stale: no replay for {int(idle.total_seconds())} s ({replays_done(backtest)} of "
+        f"{replays_expected(backtest)} done); its workers vanished or its messages were lost"
     )
 
 

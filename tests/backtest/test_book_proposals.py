@@ -43,7 +43,7 @@ def test_the_books_four_proposals_decide_as_pinned(book):
         proposal = Proposal.objects.select_related("project", "frame_version").get(uid=uid)
         backtest = services.backtest_enqueue(proposal=proposal, requested_by=None)
         for task_id in backtest.task_ids:
-            for side in ("baseline", "candidate"):
+            for side in services.replay_sides(backtest):
                 services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
         decision = services.backtest_finish(backtest_id=backtest.pk)
         primary = decision.gate_results[0]

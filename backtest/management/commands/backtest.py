@@ -68,6 +68,20 @@ def backtest_document(backtest: Backtest) -> dict:
             row["task"]: {"baseline": row["baseline"], "candidate": row["candidate"], "delta": row["delta"]}
             for row in decision.per_task_deltas
         },
+        # one row per part of the patch (2 to MAX_ABLATION_PARTS parts), else empty
+        "ablation": [
+            {
+                "part": effect["part"],
+                "alone": effect["alone"],
+                "marginal": effect["marginal"],
+                "flagged": effect["flagged"],
+                "hurt_tasks": effect["hurt_tasks"],
+                "alone_passed": effect["alone_passed"],
+                "why": effect["why"],
+            }
+            for effect in decision.ablation
+        ],
+        "ablation_note": (backtest.ablation or {}).get("note", ""),
     }
 
 
@@ -113,7 +127,7 @@ class Command(BaseCommand):
 
     def _wait(self, backtest: Backtest, timeout: float) -> Backtest:
         deadline = time.monotonic() + timeout
-        total = 2 * len(backtest.task_ids)
+        total = selectors.backtest_progress(backtest=backtest).total
         with tqdm(total=total, unit="replay", desc="replays", file=self.stderr._out, leave=True) as bar:
             while True:
                 backtest = selectors.backtest_by_id(backtest_id=backtest.pk)
@@ -161,3 +175,23 @@ class Command(BaseCommand):
                 for m in metrics
             ]
             out.write(f"  {task:{width}} " + " ".join(f"{c:>24}" for c in cells))
+        self._print_ablation(doc, metrics)
+
+    def _print_ablation(self, doc: dict, metrics: list[str]) -> None:
+        out = self.stdout
+        if doc["ablation_note"]:
+            out.write(f"\n  ablation: {doc['ablation_note']}")
+        if not doc["ablation"]:
+            return
+        out.write("\n  ablation: each part alone (against the baseline) / within the whole (whole − whole without it)")
+        width = max(len(row["part"]) for row in doc["ablation"])
+        out.write(f"  {'part':{width}} " + " ".join(f"{m[:22]:>24}" for m in metrics) + "  alone   flag")
+        for row in doc["ablation"]:
+            cells = [f"{gates.signed(row['alone'][m])} / {gates.signed(row['marginal'][m])}" for m in metrics]
+            alone = "passes" if row["alone_passed"] else "fails "
+            flag = self.style.ERROR("FLAGGED") if row["flagged"] else "-"
+            out.write(f"  {row['part']:{width}} " + " ".join(f"{c:>24}" for c in cells) + f"  {alone}  {flag}")
+            for why in row["why"]:
+                out.write(f"  {'':{width}}   {why}")
+            if row["hurt_tasks"]:
+                out.write(f"  {'':{width}}   hurts {', '.join(row['hurt_tasks'])}")
