@@ -68,6 +68,17 @@ class TaskRowOut(Schema):
     metrics: dict[str, dict[str, float | None]] = Field(description="metric -> baseline, candidate, delta")
 
 
+class ShadowOut(Schema):
+    requested: int = Field(description="how many of the project's last live selections were asked for")
+    replayed: int
+    changed: int = Field(description="selections whose bundle the candidate changes")
+    errors: int
+    summary: str = Field(description='"would change K of N recent bundles"')
+    selections: list[dict[str, Any]] = Field(
+        description="per selection: trace, changed, entered, left, tokens, leakage, diff (a page link), error"
+    )
+
+
 class BacktestOut(Schema):
     id: int
     url: str
@@ -91,6 +102,7 @@ class BacktestOut(Schema):
     reviews_summary: str = Field("", description="where the reviews stand against the approval policy")
     review_blockers: list[str]
     tasks: list[TaskRowOut]
+    shadow: ShadowOut | None = Field(None, description="the shadow replay of recent live selections, once finished")
 
 
 class ReviewIn(Schema):
@@ -203,6 +215,7 @@ def _backtest(backtest) -> dict:
         "reviews": [_review(a) for a in reviews],
         "reviews_summary": tally.summary,
         "review_blockers": selectors.review_blockers(backtest=backtest) if decision is not None else [],
+        "shadow": selectors.shadow_document(backtest) if decision is not None else None,
         "tasks": [
             {
                 "task": row.task,

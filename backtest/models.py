@@ -36,6 +36,9 @@ class Backtest(models.Model):
     # the proposal's patch taken apart (backtest.ablation): {"parts": [field path, ...],
     # "variants": [[part, ...], ...] (each replayed as one more side), "note": why none}
     ablation = models.JSONField(default=dict, blank=True)
+    # recorded live selections replayed under both versions (shadow replay): {"requested": N,
+    # "traces": [trace id, ...] newest first, "note": what could not be replayed}
+    shadow = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -76,6 +79,35 @@ class AblationReplay(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["backtest", "task", "variant"], name="ablation_replay_once"),
+        ]
+
+
+class ShadowReplay(models.Model):
+    """One recorded live selection (a trace the `select` command, the API or the MCP server wrote)
+    replayed with its stored inputs under the backtest's baseline and candidate versions, once."""
+
+    backtest = models.ForeignKey(Backtest, on_delete=models.PROTECT, related_name="shadow_replays")
+    selection = models.ForeignKey("selection.Trace", on_delete=models.PROTECT, related_name="+")
+    baseline_trace = models.ForeignKey(
+        "selection.Trace", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    candidate_trace = models.ForeignKey(
+        "selection.Trace", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    changed = models.BooleanField(null=True, help_text="the candidate's bundle differs from the baseline's")
+    reproduced = models.BooleanField(null=True, help_text="the baseline replay gave the recorded bundle")
+    entered = models.JSONField(default=list, help_text="units the candidate admits and the baseline does not")
+    left = models.JSONField(default=list, help_text="units the baseline admits and the candidate does not")
+    baseline_tokens = models.PositiveIntegerField(null=True)
+    candidate_tokens = models.PositiveIntegerField(null=True)
+    baseline_leakage = models.FloatField(null=True)
+    candidate_leakage = models.FloatField(null=True)
+    error = models.TextField(blank=True, help_text="why this selection could not be replayed")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["backtest", "selection"], name="shadow_replay_once"),
         ]
 
 

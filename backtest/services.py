@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import lru_cache
 
@@ -30,13 +30,14 @@ from governance.services import GovernanceError, proposal_sync_state
 from selection import store, telemetry
 from selection.corpus.frames import merge_patch
 from selection.engine.index import CorpusIndex
-from selection.engine.metrics import score_bundle
+from selection.engine.metrics import leakage, score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.engine.types import ProjectFrame, SelectionResult, WorkFrame
 from selection.framing import FramingError, task_work_frame
-from selection.models import Project, Task
+from selection.models import Project, Task, Trace
 from selection.scoring import ledgers_for_tasks
-from selection.services import SelectionInputs, embed_queries, selection_run, trace_write
+from selection.selectors import stored_inputs
+from selection.services import SelectionError, SelectionInputs, embed_queries, selection_run, trace_write
 
 from . import ablation as ablation_rules
 from . import gates as gate_rules
@@ -49,6 +50,7 @@ from .models import (
     BacktestDecision,
     BacktestStatus,
     ReplaySide,
+    ShadowReplay,
     TaskReplay,
 )
 from .taskset import project_tasks, tasks_digest
@@ -122,20 +124,23 @@ def replay_sides(backtest: Backtest) -> list[str]:
 
 
 def replays_expected(backtest: Backtest) -> int:
-    return len(backtest.task_ids) * len(replay_sides(backtest))
+    """Task replays on every side, and one per recorded selection of the shadow replay."""
+    return len(backtest.task_ids) * len(replay_sides(backtest)) + len((backtest.shadow or {}).get("traces", []))
 
 
 def replays_done(backtest: Backtest) -> int:
     return (
         TaskReplay.objects.filter(backtest=backtest).count()
         + AblationReplay.objects.filter(backtest=backtest).count()
+        + ShadowReplay.objects.filter(backtest=backtest).count()
     )
 
 
-def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
+def backtest_enqueue(*, proposal: Proposal, requested_by=None, shadow: int | None = None) -> Backtest:
     """Start a backtest of `proposal` against the current promoted version; the chord runs on commit.
 
-    `requested_by` None is the system (the CLI, a re-run); a user needs the lead role.
+    `requested_by` None is the system (the CLI, a re-run); a user needs the lead role. `shadow`:
+    how many of the project's last live selections it also replays (None: FG_BACKTEST_SHADOW).
     """
     project = proposal.project
     if requested_by is not None:
@@ -154,6 +159,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
             raise BacktestRefused(f"{project.slug} has no task to replay")
         candidate = proposal.frame_version
         ablation = ablation_plan(proposal)
+        shadows = _shadow_plan(project, shadow)
         backtest = Backtest.objects.create(
             proposal=proposal,
             baseline_version=baseline,
@@ -166,6 +172,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
             requested_by=requested_by,
             status=BacktestStatus.QUEUED,
             ablation=ablation,
+            shadow=shadows,
         )
         audit_record(
             actor=requested_by,
@@ -186,6 +193,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
                 "engine_version": ENGINE_VERSION,
                 "gates": backtest.gates,
                 "ablation": ablation,
+                "shadow": shadows,
             },
         )
         proposal_sync_state(proposal=proposal)
@@ -195,6 +203,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
 
 
 REPLAY_TASK = "backtest.replay_task"
+SHADOW_TASK = "backtest.shadow_task"
 FINISH_TASK = "backtest.finish_backtest"
 FAIL_TASK = "backtest.fail_backtest"
 
@@ -205,12 +214,20 @@ def launch_chord(backtest_id: int):
 
     Tasks are named, not imported: backtest.tasks calls this module, never the reverse.
     """
-    backtest = Backtest.objects.only("task_ids", "ablation").get(pk=backtest_id)
+    backtest = Backtest.objects.only("task_ids", "ablation", "shadow").get(pk=backtest_id)
     sides = replay_sides(backtest)
     replays = group(
-        signature(REPLAY_TASK, args=(backtest_id, task_id, side), immutable=True)
-        for task_id in backtest.task_ids
-        for side in sides
+        [
+            *(
+                signature(REPLAY_TASK, args=(backtest_id, task_id, side), immutable=True)
+                for task_id in backtest.task_ids
+                for side in sides
+            ),
+            *(
+                signature(SHADOW_TASK, args=(backtest_id, trace_id), immutable=True)
+                for trace_id in (backtest.shadow or {}).get("traces", [])
+            ),
+        ]
     )
     callback = signature(FINISH_TASK, args=(backtest_id,)).on_error(
         signature(FAIL_TASK, args=(backtest_id,), immutable=True)
@@ -421,6 +438,115 @@ def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay | Abl
         return existing
 
 
+# --- shadow replay: recorded live selections under both versions ------------------------------
+
+# the sources of live selections: the `select` command, the API, the MCP server (a replay on the
+# trace page, an evaluation, a backtest or a shadow replay is not an agent's selection)
+LIVE_SOURCES = ("select", "api", "mcp")
+SHADOW_SOURCE = "shadow"
+MAX_SHADOW = 200  # recorded selections one backtest may replay
+
+
+def shadow_selections(*, project: Project, limit: int) -> list[int]:
+    """The project's last `limit` live selections (trace ids, newest first)."""
+    if limit <= 0:
+        return []
+    return list(
+        Trace.objects.filter(project=project, source__in=LIVE_SOURCES)
+        .order_by("-created_at", "-id")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def _shadow_plan(project: Project, shadow: int | None) -> dict:
+    requested = settings.FG_BACKTEST_SHADOW if shadow is None else shadow
+    if not 0 <= requested <= MAX_SHADOW:
+        raise BacktestRefused(f"a shadow replay takes 0 to {MAX_SHADOW} recorded selections, not {requested}")
+    if not requested:
+        return {}
+    return {"requested": requested, "traces": shadow_selections(project=project, limit=requested)}
+
+
+def shadow_one(*, backtest_id: int, trace_id: int) -> ShadowReplay:
+    """Replay one recorded selection with its stored inputs (query, work frame, budget, standpoint,
+    condition, routing inputs) under the baseline and the candidate version, write both traces
+    (source "shadow") and what changed, once. A selection that cannot be replayed under a side
+    (a trace older than the inputs it needs, a work type the candidate removes) is stored with
+    its error, not raised: the backtest goes on."""
+    found = ShadowReplay.objects.filter(backtest_id=backtest_id, selection_id=trace_id).first()
+    if found is not None:
+        return found
+    backtest = Backtest.objects.only("id", "status", "shadow", "baseline_version_id", "candidate_version_id").get(
+        pk=backtest_id
+    )
+    if trace_id not in (backtest.shadow or {}).get("traces", []):
+        raise BacktestError(f"trace {trace_id} is not among backtest #{backtest_id}'s recorded selections")
+    if backtest.status == BacktestStatus.QUEUED:
+        Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
+    recorded = Trace.objects.select_related("project", "task").get(pk=trace_id)
+    row = {"backtest_id": backtest_id, "selection_id": trace_id}
+    try:
+        stored = store.trace_result(recorded)
+        inputs = stored_inputs(recorded, stored)
+    except (LookupError, ValueError, TypeError) as error:
+        return _shadow_write(row, error=f"trace {trace_id} cannot be replayed from what it stores: {error}")
+    index = store.corpus_index(recorded.project.corpus_id)
+    project_of, _echo_of = _maps(recorded.project.corpus_id, index)
+    base_number, base_frame = store.frame_of_version(backtest.baseline_version_id)
+    cand_number, cand_frame = store.frame_of_version(backtest.candidate_version_id)
+    results = {}
+    errors = []
+    for side, frame in ((ReplaySide.BASELINE, base_frame), (ReplaySide.CANDIDATE, cand_frame)):
+        try:
+            results[side] = selection_run(replace(inputs, project_frame=frame), index, config=stored.trace.config)
+        except SelectionError as error:
+            errors.append(f"{side}: {error}")
+    if errors:
+        return _shadow_write(row, error="; ".join(errors))
+    base, cand = results[ReplaySide.BASELINE], results[ReplaySide.CANDIDATE]
+    base_units, cand_units = base.bundle.unit_ids(), cand.bundle.unit_ids()
+    scope = base_frame.scope_set
+
+    def leak(units) -> float:
+        return leakage([u for u in units if u in project_of], project_of, scope)
+
+    def traced() -> dict:
+        return {
+            "baseline_trace": trace_write(
+                base, project=recorded.project, frame_version=base_number, task=recorded.task, source=SHADOW_SOURCE
+            ),
+            "candidate_trace": trace_write(
+                cand, project=recorded.project, frame_version=cand_number, task=recorded.task, source=SHADOW_SOURCE
+            ),
+        }
+
+    return _shadow_write(
+        row,
+        traced,
+        changed=base.bundle.digest != cand.bundle.digest,
+        reproduced=base.bundle.digest == recorded.bundle_digest,
+        entered=[u for u in cand_units if u not in set(base_units)],
+        left=[u for u in base_units if u not in set(cand_units)],
+        baseline_tokens=base.bundle.tokens,
+        candidate_tokens=cand.bundle.tokens,
+        baseline_leakage=leak(base_units),
+        candidate_leakage=leak(cand_units),
+    )
+
+
+def _shadow_write(row: dict, traced=None, **fields) -> ShadowReplay:
+    """The row, and the traces `traced` writes, in one transaction; a lost race keeps the winner's."""
+    try:
+        with transaction.atomic():
+            return ShadowReplay.objects.create(**row, **(traced() if traced else {}), **fields)
+    except IntegrityError:
+        # a concurrent run of this shadow replay committed first: its row stands, ours rolled back
+        existing = ShadowReplay.objects.filter(**row).first()
+        if existing is None:
+            raise
+        return existing
+
+
 # --- finish or fail --------------------------------------------------------------------------
 
 
@@ -466,6 +592,13 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
             {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
         )
         effects = _ablation_effects(backtest, order, sides)
+        shadowed = set(ShadowReplay.objects.filter(backtest=backtest).values_list("selection_id", flat=True))
+        unshadowed = [t for t in (backtest.shadow or {}).get("traces", []) if t not in shadowed]
+        if unshadowed:
+            raise BacktestError(
+                f"backtest #{backtest_id} lacks the shadow replay of {len(unshadowed)} selections: "
+                + ", ".join(f"trace {t}" for t in unshadowed[:5])
+            )
         per_task = [{"task_id": t, **row.as_dict()} for (t, _uid), row in zip(order, decision.per_task, strict=True)]
         row = BacktestDecision.objects.create(
             backtest=backtest,
@@ -641,11 +774,15 @@ def replay_delivery_allowed(app, *, backtest_id: int, task_id: int, side: str, r
     client.expire(key, 24 * 3600)
     if deliveries <= MAX_REPLAY_DELIVERIES:
         return True
-    uid = Task.objects.filter(pk=task_id).values_list("uid", flat=True).first() or task_id
+    if side == "shadow":  # a shadow replay's "task" is the recorded selection's trace
+        what = f"the shadow replay of trace {task_id}"
+    else:
+        uid = Task.objects.filter(pk=task_id).values_list("uid", flat=True).first() or task_id
+        what = f"the replay of task {uid} ({side})"
     backtest_fail(
         backtest_id=backtest_id,
         error=(
-            f"the replay of task {uid} ({side}) was delivered {deliveries - 1} times and its "
+            f"{what} was delivered {deliveries - 1} times and its "
             "worker died each time: the backtest stopped instead of retrying it forever"
         ),
     )
@@ -663,7 +800,8 @@ def backtest_stale_reason(backtest: Backtest, *, now=None) -> str | None:
         return None
     latest = TaskReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
     latest_variant = AblationReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
-    last_progress = max(filter(None, [backtest.created_at, latest, latest_variant]))
+    latest_shadow = ShadowReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
+    last_progress = max(filter(None, [backtest.created_at, latest, latest_variant, latest_shadow]))
     idle = (now or timezone.now()) - last_progress
     if idle < stale_after():
         return None

@@ -78,6 +78,7 @@ def _context(request, pk: int) -> dict:
         "can_rerun": caps.can_propose and backtest.status == BacktestStatus.ERROR,
         "regressions": review_card.regressed_tasks(backtest=backtest) if decision is not None else [],
         "ablation": selectors.backtest_ablation(backtest=backtest, decision=decision),
+        "shadow": selectors.backtest_shadow(backtest=backtest) if decision is not None else None,
     }
 
 
@@ -151,6 +152,7 @@ def proposal_detail(
             "regressions": review_card.regressed_tasks(backtest=latest) if latest_decision else [],
             "acknowledged": set(acknowledged),
             "ablation": selectors.backtest_ablation(backtest=latest, decision=latest_decision),
+            "shadow": selectors.backtest_shadow(backtest=latest) if latest_decision else None,
         },
         status=status,
     )

@@ -151,6 +151,8 @@ FG_REPLAY_TIME_LIMIT = int(env("FG_REPLAY_TIME_LIMIT", "90"))
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(env("FG_VISIBILITY_TIMEOUT", "300"))}
 # a queued or running backtest with no new replay for this long is marked failed (stale)
 FG_BACKTEST_STALE_SECONDS = int(env("FG_BACKTEST_STALE_SECONDS", "600"))
+# a backtest also replays this many of the project's last live selections (shadow replay; 0: none)
+FG_BACKTEST_SHADOW = int(env("FG_BACKTEST_SHADOW", "20"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,5 +1,8 @@
 """backtest NAME --proposal ID: run a proposal's backtest through the Celery workers, print the gates.
 
+With --shadow N it also replays the project's last N live selections (traces of the `select`
+command, the API, the MCP server) under both versions and says which bundles would change.
+
 NAME is a corpus, ID a proposal's uid from proposals.yaml or its number. The backtest is started
 by the system (as an imported proposal has no author to act for) through backtest_enqueue, the
 same service a proposal submitted in the dashboard calls; a worker must be consuming the queue.
@@ -82,6 +85,7 @@ def backtest_document(backtest: Backtest) -> dict:
             for effect in decision.ablation
         ],
         "ablation_note": (backtest.ablation or {}).get("note", ""),
+        "shadow": selectors.shadow_document(backtest),
     }
 
 
@@ -93,8 +97,16 @@ class Command(BaseCommand):
         parser.add_argument("--proposal", required=True, help="proposal id from proposals.yaml, or its number")
         parser.add_argument("--json", dest="json_path", help="write the decision document to this file")
         parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the backtest")
+        parser.add_argument(
+            "--shadow",
+            type=int,
+            default=None,
+            metavar="N",
+            help="also replay the project's last N live selections under both versions "
+            "(default FG_BACKTEST_SHADOW; 0: none)",
+        )
 
-    def handle(self, *args, name, proposal, json_path, timeout, **options):
+    def handle(self, *args, name, proposal, json_path, timeout, shadow=None, **options):
         try:
             corpus = Corpus.objects.get(name=name)
         except Corpus.DoesNotExist:
@@ -108,7 +120,7 @@ class Command(BaseCommand):
                 "(with the same FG_CELERY_QUEUE) and run this again"
             )
         try:
-            backtest = services.backtest_enqueue(proposal=target, requested_by=None)
+            backtest = services.backtest_enqueue(proposal=target, requested_by=None, shadow=shadow)
         except GovernanceError as error:
             raise CommandError(str(error)) from error
         self.stderr.write(
@@ -176,6 +188,26 @@ class Command(BaseCommand):
             ]
             out.write(f"  {task:{width}} " + " ".join(f"{c:>24}" for c in cells))
         self._print_ablation(doc, metrics)
+        self._print_shadow(doc)
+
+    def _print_shadow(self, doc: dict) -> None:
+        shadow = doc["shadow"]
+        if shadow is None:
+            return
+        out = self.stdout
+        out.write(f"\n  shadow replay: v{doc['candidate_version']} {shadow['summary']}")
+        for row in shadow["selections"]:
+            if row["error"]:
+                out.write(f"    trace {row['trace']:>6} ({row['source']}): {row['error']}")
+                continue
+            change = "CHANGED" if row["changed"] else "same   "
+            moved = f"+{len(row['entered'])} −{len(row['left'])} units"
+            tokens, leak = row["tokens"], row["leakage"]
+            out.write(
+                f"    trace {row['trace']:>6} ({row['source']:6}) {change} {moved:>16}  tokens "
+                f"{tokens['baseline']}→{tokens['candidate']}  leakage {gates.fmt(leak['baseline'])}→"
+                f"{gates.fmt(leak['candidate'])}  {row['query'][:60]}"
+            )
 
     def _print_ablation(self, doc: dict, metrics: list[str]) -> None:
         out = self.stdout
