@@ -13,6 +13,8 @@ A part is FLAGGED when it costs more than it gives within the whole, that is whe
 change, judged with the whole without the part as the baseline:
 
   - lowers the primary metric (marginal < 0), or
+  - adds nothing to it (marginal at most min_improvement) while making any gated metric worse
+    (in that metric's better direction, by any amount), or
   - breaks a relative limit: a max_drop / max_rise on the marginal mean delta, a max_task_drop
     on any task's marginal delta, or
   - breaks an absolute limit (max, min) that the whole without it keeps.
@@ -106,11 +108,24 @@ def _directions(spec: Gates) -> list[_Direction]:
     return [_Direction(m, up) for m, up in found.items()]
 
 
-def _costs(spec: Gates, tasks, whole: TaskMetrics, without: TaskMetrics, marginal: dict[str, float]) -> list[str]:
+def _costs(
+    spec: Gates, tasks, whole: TaskMetrics, without: TaskMetrics, marginal: dict[str, float], directions
+) -> list[str]:
     why = []
     primary = spec.primary
     if marginal[primary] < -EPSILON:
         why.append(f"it lowers {primary} by {fmt(-marginal[primary])} within the whole")
+    elif marginal[primary] <= spec.min_improvement + EPSILON:
+        worse = [
+            f"{d.metric} {signed(marginal[d.metric])}"
+            for d in directions
+            if d.metric != primary and marginal[d.metric] * (1 if d.higher_is_better else -1) < -EPSILON
+        ]
+        if worse:
+            why.append(
+                f"it adds nothing to {primary} within the whole ({signed(marginal[primary])}) "
+                f"but costs {', '.join(worse)}"
+            )
     for limit in spec.limits:
         metric = limit.metric
         for bound, value in limit.bounds:
@@ -157,7 +172,7 @@ def ablate(
         alone_delta = {m: _mean(alone, tasks, m) - base_mean[m] for m in metrics}
         marginal = {m: _mean(whole, tasks, m) - _mean(without, tasks, m) for m in metrics}
         judged = gate_rules.decide(spec, baseline, alone)
-        why = _costs(spec, tasks, whole, without, marginal)
+        why = _costs(spec, tasks, whole, without, marginal, directions)
         hurt = tuple(
             t
             for t in tasks

@@ -72,6 +72,21 @@ def test_the_part_that_costs_more_than_it_gives_is_flagged_with_the_tasks_it_hur
     assert any("precision" in why for why in by["widen"].why)
 
 
+def test_a_part_that_adds_nothing_but_costs_a_gated_metric_is_flagged_within_its_tolerance():
+    tasks = [f"t{i}" for i in range(4)]
+    baseline = _side({t: (0.5, 0.5, 0.0) for t in tasks})
+    fix = _side({t: (0.75, 0.5, 0.0) for t in tasks})
+    idle = _side({**{t: (0.5, 0.5, 0.0) for t in tasks}, "t1": (0.5, 0.46, 0.0)})  # precision −0.01 on the mean
+    whole = _side({**{t: (0.75, 0.5, 0.0) for t in tasks}, "t1": (0.75, 0.46, 0.0)})
+    effects = ablation.ablate(GATES, ablation.plan(["fix", "idle"]), baseline, whole, {0: fix, 1: idle})
+    by = {e.part: e for e in effects}
+    assert (by["fix"].flagged, by["idle"].flagged) == (False, True)
+    assert by["idle"].why == (
+        "it adds nothing to must_include_recall within the whole (+0.000) but costs precision −0.010",
+    )
+    assert by["idle"].hurt_tasks == ("t1",)
+
+
 # --- end to end on context-lab ---------------------------------------------------------------------
 
 
