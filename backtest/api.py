@@ -47,6 +47,10 @@ class DecisionOut(Schema):
     candidate_means: dict[str, float | None]
     gates: list[GateOut]
     per_task_deltas: list[dict[str, Any]]
+    ablation: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="one row per part of the proposal: part, alone, marginal, flagged, hurt_tasks (2 parts or more)",
+    )
     decided_at: datetime
 
 
@@ -76,6 +80,17 @@ class RegressedTaskOut(Schema):
     diff_url: str | None
 
 
+class ShadowOut(Schema):
+    requested: int = Field(description="how many of the project's last live selections were asked for")
+    replayed: int
+    changed: int = Field(description="selections whose bundle the candidate changes")
+    errors: int
+    summary: str = Field(description='"would change K of N recent bundles"')
+    selections: list[dict[str, Any]] = Field(
+        description="per selection: trace, changed, entered, left, tokens, leakage, diff (a page link), error"
+    )
+
+
 class BacktestOut(Schema):
     id: int
     url: str
@@ -103,6 +118,7 @@ class BacktestOut(Schema):
         description="tasks the candidate made worse on any quality metric; approving acknowledges each",
     )
     tasks: list[TaskRowOut]
+    shadow: ShadowOut | None = Field(None, description="the shadow replay of recent live selections, once finished")
 
 
 class ReviewIn(Schema):
@@ -216,6 +232,7 @@ def _backtest(backtest) -> dict:
             "candidate_means": decision.candidate_means,
             "gates": [_gate(g) for g in decision.gate_results],
             "per_task_deltas": decision.per_task_deltas,
+            "ablation": decision.ablation,
             "decided_at": decision.decided_at,
         },
         "approval": _review(reviews[-1]) if reviews else None,
@@ -232,6 +249,7 @@ def _backtest(backtest) -> dict:
         ]
         if decision is not None
         else [],
+        "shadow": selectors.shadow_document(backtest) if decision is not None else None,
         "tasks": [
             {
                 "task": row.task,
@@ -327,6 +345,20 @@ def proposal_detail(request, proposal_id: Id):
     proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
     access.access_read(request.auth, proposal.project)
     return _proposal(proposal)
+
+
+@router.post(
+    "/proposals/{proposal_id}/split",
+    response={201: list[ProposalOut]},
+    url_name="proposal-split",
+    summary="Split a proposal into one proposal per part",
+)
+def proposal_split(request, proposal_id: Id):
+    """One new proposal per part of the patch (a work type's list, the scope, the class pull, ...),
+    each with its own backtest; the ablation of a backtest says which part costs more than it gives."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
+    created = governance_services.proposal_split(proposal=proposal, lead=request.auth)
+    return Status(201, [_proposal(governance_selectors.proposal_by_id(proposal_id=p.pk)) for p in created])
 
 
 @router.post(

@@ -33,6 +33,12 @@ class Backtest(models.Model):
     status = models.CharField(max_length=10, choices=BacktestStatus.choices, default=BacktestStatus.QUEUED)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # the proposal's patch taken apart (backtest.ablation): {"parts": [field path, ...],
+    # "variants": [[part, ...], ...] (each replayed as one more side), "note": why none}
+    ablation = models.JSONField(default=dict, blank=True)
+    # recorded live selections replayed under both versions (shadow replay): {"requested": N,
+    # "traces": [trace id, ...] newest first, "note": what could not be replayed}
+    shadow = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -59,6 +65,52 @@ class TaskReplay(models.Model):
         ]
 
 
+class AblationReplay(models.Model):
+    """One task replayed under one variant of the proposal (some of its parts over its base):
+    metrics only, no trace; replaying it again writes nothing new."""
+
+    backtest = models.ForeignKey(Backtest, on_delete=models.PROTECT, related_name="ablation_replays")
+    task = models.ForeignKey("selection.Task", on_delete=models.PROTECT, related_name="+")
+    variant = models.PositiveSmallIntegerField(help_text="index into Backtest.ablation['variants']")
+    metrics = models.JSONField()
+    admitted = models.JSONField(default=list, help_text="the unit ids admitted, in bundle order")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["backtest", "task", "variant"], name="ablation_replay_once"),
+        ]
+
+
+class ShadowReplay(models.Model):
+    """One recorded live selection (a trace the `select` command, the API or the MCP server wrote)
+    replayed with its stored inputs under the backtest's baseline and candidate versions, once."""
+
+    backtest = models.ForeignKey(Backtest, on_delete=models.PROTECT, related_name="shadow_replays")
+    selection = models.ForeignKey("selection.Trace", on_delete=models.PROTECT, related_name="+")
+    baseline_trace = models.ForeignKey(
+        "selection.Trace", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    candidate_trace = models.ForeignKey(
+        "selection.Trace", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    changed = models.BooleanField(null=True, help_text="the candidate's bundle differs from the baseline's")
+    reproduced = models.BooleanField(null=True, help_text="the baseline replay gave the recorded bundle")
+    entered = models.JSONField(default=list, help_text="units the candidate admits and the baseline does not")
+    left = models.JSONField(default=list, help_text="units the baseline admits and the candidate does not")
+    baseline_tokens = models.PositiveIntegerField(null=True)
+    candidate_tokens = models.PositiveIntegerField(null=True)
+    baseline_leakage = models.FloatField(null=True)
+    candidate_leakage = models.FloatField(null=True)
+    error = models.TextField(blank=True, help_text="why this selection could not be replayed")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["backtest", "selection"], name="shadow_replay_once"),
+        ]
+
+
 class BacktestDecision(models.Model):
     backtest = models.OneToOneField(Backtest, on_delete=models.PROTECT, related_name="decision")
     passed = models.BooleanField()
@@ -67,6 +119,8 @@ class BacktestDecision(models.Model):
     candidate_means = models.JSONField()
     gate_results = models.JSONField(help_text="[{gate, metric, baseline, candidate, passed, reason}]")
     per_task_deltas = models.JSONField()
+    # one row per part of the proposal (backtest.ablation.PartEffect.as_dict); empty without ablation
+    ablation = models.JSONField(default=list, blank=True)
     decided_at = models.DateTimeField(auto_now_add=True)
 
 

@@ -23,7 +23,17 @@ from selection.origins import TraceOrigin
 from selection.selectors import grouped_funnels
 
 from . import gates as gate_rules
-from .models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+from .models import (
+    AblationReplay,
+    Approval,
+    ApprovalVerdict,
+    Backtest,
+    BacktestDecision,
+    BacktestStatus,
+    ReplaySide,
+    ShadowReplay,
+    TaskReplay,
+)
 from .taskset import task_set_digest
 
 # --- a proposal's backtests and their review ------------------------------------------------
@@ -300,9 +310,16 @@ def backtest_by_id(*, backtest_id: int) -> Backtest:
 
 
 def backtest_progress(*, backtest: Backtest) -> Progress:
-    """Replays written so far out of two per task (baseline and candidate)."""
-    done = TaskReplay.objects.filter(backtest=backtest).count()
-    return Progress(done=done, total=2 * len(backtest.task_ids), status=backtest.status)
+    """Replays written so far out of one per task and side (baseline, candidate, each ablation
+    variant) and one per recorded selection of the shadow replay."""
+    variants = len((backtest.ablation or {}).get("variants") or [])
+    shadows = len((backtest.shadow or {}).get("traces") or [])
+    done = (
+        TaskReplay.objects.filter(backtest=backtest).count()
+        + (AblationReplay.objects.filter(backtest=backtest).count() if variants else 0)
+        + (ShadowReplay.objects.filter(backtest=backtest).count() if shadows else 0)
+    )
+    return Progress(done=done, total=(2 + variants) * len(backtest.task_ids) + shadows, status=backtest.status)
 
 
 def page_metrics(backtest: Backtest) -> tuple[str, ...]:
@@ -386,3 +403,180 @@ def trace_origin(trace) -> TraceOrigin | None:
 
 
 origins.register_finder(trace_origin)
+
+
+# --- the ablation of a proposal ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AblationCell:
+    metric: str
+    alone: float | None
+    marginal: float | None
+
+
+@dataclass(frozen=True)
+class AblationRow:
+    part: str
+    cells: tuple[AblationCell, ...]
+    alone_passed: bool
+    alone_failed: tuple[str, ...]  # the gates the part alone fails, as "gate metric"
+    flagged: bool
+    why: tuple[str, ...]
+    hurt_tasks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """What the page shows of a backtest's ablation: a row per part, or the note saying why none."""
+
+    rows: tuple[AblationRow, ...]
+    metrics: tuple[str, ...]
+    note: str
+
+    @property
+    def flagged(self) -> tuple[AblationRow, ...]:
+        return tuple(r for r in self.rows if r.flagged)
+
+
+def backtest_ablation(*, backtest: Backtest | None, decision: BacktestDecision | None) -> Ablation | None:
+    """The ablation table of a finished backtest (None when it ablated nothing and says nothing)."""
+    if backtest is None:
+        return None
+    note = (backtest.ablation or {}).get("note", "")
+    effects = decision.ablation if decision is not None else []
+    if not effects and not note:
+        return None
+    metrics = tuple(dict.fromkeys((*page_metrics(backtest), "tokens")))
+    rows = tuple(
+        AblationRow(
+            part=e["part"],
+            cells=tuple(AblationCell(m, e["alone"].get(m), e["marginal"].get(m)) for m in metrics),
+            alone_passed=bool(e["alone_passed"]),
+            alone_failed=tuple(f"{g['gate']} {g['metric']}" for g in e.get("alone_gates", ()) if not g["passed"]),
+            flagged=bool(e["flagged"]),
+            why=tuple(e.get("why", ())),
+            hurt_tasks=tuple(e.get("hurt_tasks", ())),
+        )
+        for e in effects
+    )
+    return Ablation(rows=rows, metrics=metrics, note=note)
+
+
+# --- shadow replay of recorded selections --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShadowRow:
+    selection: int
+    source: str
+    query: str
+    created_at: object
+    changed: bool | None
+    reproduced: bool | None
+    entered: tuple[str, ...]
+    left: tuple[str, ...]
+    baseline_tokens: int | None
+    candidate_tokens: int | None
+    baseline_leakage: float | None
+    candidate_leakage: float | None
+    error: str
+    selection_url: str
+    diff_url: str | None
+
+
+@dataclass(frozen=True)
+class Shadow:
+    """A backtest's shadow replay: one row per recorded selection, newest first."""
+
+    requested: int
+    rows: tuple[ShadowRow, ...]
+    expected: int
+
+    @property
+    def replayed(self) -> int:
+        return sum(1 for r in self.rows if not r.error)
+
+    @property
+    def changed(self) -> int:
+        return sum(1 for r in self.rows if r.changed)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for r in self.rows if r.error)
+
+    @property
+    def sentence(self) -> str:
+        if not self.expected:
+            return f"no recorded selection to replay (asked for the last {self.requested})"
+        text = f"would change {self.changed} of {self.replayed} recent bundles"
+        if self.errors:
+            text += f" ({self.errors} could not be replayed)"
+        return text
+
+
+def backtest_shadow(*, backtest: Backtest | None) -> Shadow | None:
+    """The shadow replay of a backtest (None when it asked for none), in its selections' order."""
+    if backtest is None:
+        return None
+    plan = backtest.shadow or {}
+    if not plan.get("requested"):
+        return None
+    order = {trace_id: i for i, trace_id in enumerate(plan.get("traces", []))}
+    diff = reverse("trace-diff")
+    rows = []
+    for r in ShadowReplay.objects.filter(backtest=backtest).select_related("selection"):
+        rows.append(
+            ShadowRow(
+                selection=r.selection_id,
+                source=r.selection.source,
+                query=r.selection.query,
+                created_at=r.selection.created_at,
+                changed=r.changed,
+                reproduced=r.reproduced,
+                entered=tuple(r.entered),
+                left=tuple(r.left),
+                baseline_tokens=r.baseline_tokens,
+                candidate_tokens=r.candidate_tokens,
+                baseline_leakage=r.baseline_leakage,
+                candidate_leakage=r.candidate_leakage,
+                error=r.error,
+                selection_url=reverse("trace-detail", args=[r.selection_id]),
+                diff_url=f"{diff}?a={r.baseline_trace_id}&b={r.candidate_trace_id}"
+                if r.baseline_trace_id and r.candidate_trace_id
+                else None,
+            )
+        )
+    rows.sort(key=lambda r: order.get(r.selection, len(order)))
+    return Shadow(requested=int(plan["requested"]), rows=tuple(rows), expected=len(order))
+
+
+def shadow_document(backtest: Backtest) -> dict | None:
+    """The shadow replay: how many recent bundles would change, and each selection's change."""
+    shadow = backtest_shadow(backtest=backtest)
+    if shadow is None:
+        return None
+    return {
+        "requested": shadow.requested,
+        "replayed": shadow.replayed,
+        "changed": shadow.changed,
+        "errors": shadow.errors,
+        "summary": shadow.sentence,
+        "selections": [
+            {
+                "trace": row.selection,
+                "source": row.source,
+                "query": row.query,
+                "changed": row.changed,
+                "reproduced": row.reproduced,
+                "entered": list(row.entered),
+                "left": list(row.left),
+                "tokens": {"baseline": row.baseline_tokens, "candidate": row.candidate_tokens},
+                "leakage": {"baseline": row.baseline_leakage, "candidate": row.candidate_leakage},
+                "diff": row.diff_url,
+                "error": row.error,
+            }
+            for row in shadow.rows
+        ],
+    }
+

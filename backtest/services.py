@@ -11,7 +11,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import lru_cache
 
@@ -24,27 +24,43 @@ from django.utils import timezone
 from authority import access
 from authority.audit import audit_record
 from authority.selectors import current_frame_version
+from governance import frames as frame_rules
+from governance import selectors as governance_selectors
 from governance.models import Proposal, ProposalState
 from governance.services import GovernanceError, proposal_sync_state
 from selection import store, telemetry
+from selection.corpus.frames import merge_patch
 from selection.engine.index import CorpusIndex
-from selection.engine.metrics import score_bundle
+from selection.engine.metrics import leakage, score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.engine.types import ProjectFrame, SelectionResult, WorkFrame
 from selection.framing import FramingError, task_work_frame
-from selection.models import Project, Task
+from selection.models import Project, Task, Trace
 from selection.scoring import ledgers_for_tasks
-from selection.services import SelectionInputs, embed_queries, selection_run, trace_write
+from selection.selectors import stored_inputs
+from selection.services import SelectionError, SelectionInputs, embed_queries, selection_run, trace_write
 
+from . import ablation as ablation_rules
 from . import gates as gate_rules
 from . import review_card, selectors
-from .models import Approval, ApprovalVerdict, Backtest, BacktestDecision, BacktestStatus, ReplaySide, TaskReplay
+from .models import (
+    AblationReplay,
+    Approval,
+    ApprovalVerdict,
+    Backtest,
+    BacktestDecision,
+    BacktestStatus,
+    ReplaySide,
+    ShadowReplay,
+    TaskReplay,
+)
 from .taskset import project_tasks, tasks_digest
 
 logger = logging.getLogger(__name__)
 
 CONDITION = "C6"
 TRACE_SOURCE = "backtest"
+ABLATION_SIDE = "ablation-"  # the side of a variant's replay: "ablation-<index into the variants>"
 
 
 class BacktestRefused(GovernanceError):
@@ -89,10 +105,62 @@ def _gates_of(snapshot: dict) -> dict:
 # --- enqueue ---------------------------------------------------------------------------------
 
 
-def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
+def _variant_frame(proposal: Proposal, included) -> dict:
+    """The frame of some of the proposal's parts applied over the version it was written against."""
+    return merge_patch(
+        proposal.base_version.snapshot, frame_rules.patch_only(proposal.patch, included)
+    )
+
+
+def ablation_plan(proposal: Proposal) -> dict:
+    """What a backtest of `proposal` ablates: {"parts", "variants", "note"}, or {} for one part.
+
+    Parts ≥ 2 and ≤ MAX_ABLATION_PARTS are ablated; more are backtested whole and the note says
+    so, as it does when some variant is not a valid frame on its own.
+    """
+    parts = frame_rules.patch_parts(proposal.patch)
+    if len(parts) < 2:
+        return {}
+    limit = frame_rules.MAX_ABLATION_PARTS
+    if len(parts) > limit:
+        note = f"{len(parts)} parts, more than the {limit} an ablation replays: backtested whole only"
+        return {"parts": parts, "variants": [], "note": note}
+    chosen = ablation_rules.plan(parts)
+    declared = governance_selectors.declared_projects(project=proposal.project)
+    for included in chosen.variants:
+        issues = frame_rules.frame_issues(
+            _variant_frame(proposal, included), project=proposal.project.slug, declared=declared
+        )
+        if issues:
+            note = f"{' + '.join(included)} alone is not a valid frame ({issues[0]}): backtested whole only"
+            return {"parts": parts, "variants": [], "note": note}
+    return {"parts": parts, "variants": [list(v) for v in chosen.variants], "note": ""}
+
+
+def replay_sides(backtest: Backtest) -> list[str]:
+    """Every side a backtest replays each task under: baseline, candidate, then each variant."""
+    variants = (backtest.ablation or {}).get("variants") or []
+    return [*ReplaySide.values, *(f"{ABLATION_SIDE}{i}" for i in range(len(variants)))]
+
+
+def replays_expected(backtest: Backtest) -> int:
+    """Task replays on every side, and one per recorded selection of the shadow replay."""
+    return len(backtest.task_ids) * len(replay_sides(backtest)) + len((backtest.shadow or {}).get("traces", []))
+
+
+def replays_done(backtest: Backtest) -> int:
+    return (
+        TaskReplay.objects.filter(backtest=backtest).count()
+        + AblationReplay.objects.filter(backtest=backtest).count()
+        + ShadowReplay.objects.filter(backtest=backtest).count()
+    )
+
+
+def backtest_enqueue(*, proposal: Proposal, requested_by=None, shadow: int | None = None) -> Backtest:
     """Start a backtest of `proposal` against the current promoted version; the chord runs on commit.
 
-    `requested_by` None is the system (the CLI, a re-run); a user needs the lead role.
+    `requested_by` None is the system (the CLI, a re-run); a user needs the lead role. `shadow`:
+    how many of the project's last live selections it also replays (None: FG_BACKTEST_SHADOW).
     """
     project = proposal.project
     if requested_by is not None:
@@ -110,6 +178,8 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
         if not tasks:
             raise BacktestRefused(f"{project.slug} has no task to replay")
         candidate = proposal.frame_version
+        ablation = ablation_plan(proposal)
+        shadows = _shadow_plan(project, shadow)
         backtest = Backtest.objects.create(
             proposal=proposal,
             baseline_version=baseline,
@@ -121,6 +191,8 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
             gates=_gates_of(baseline.snapshot),
             requested_by=requested_by,
             status=BacktestStatus.QUEUED,
+            ablation=ablation,
+            shadow=shadows,
         )
         audit_record(
             actor=requested_by,
@@ -140,6 +212,8 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
                 "task_set_digest": backtest.task_set_digest,
                 "engine_version": ENGINE_VERSION,
                 "gates": backtest.gates,
+                "ablation": ablation,
+                "shadow": shadows,
             },
         )
         proposal_sync_state(proposal=proposal)
@@ -149,20 +223,31 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None) -> Backtest:
 
 
 REPLAY_TASK = "backtest.replay_task"
+SHADOW_TASK = "backtest.shadow_task"
 FINISH_TASK = "backtest.finish_backtest"
 FAIL_TASK = "backtest.fail_backtest"
 
 
 def launch_chord(backtest_id: int):
-    """Send one replay per task and side, baseline and candidate interleaved, then the judge.
+    """Send one replay per task and side (baseline, candidate, then each ablation variant,
+    interleaved), then the judge.
 
     Tasks are named, not imported: backtest.tasks calls this module, never the reverse.
     """
-    task_ids = Backtest.objects.values_list("task_ids", flat=True).get(pk=backtest_id)
+    backtest = Backtest.objects.only("task_ids", "ablation", "shadow").get(pk=backtest_id)
+    sides = replay_sides(backtest)
     replays = group(
-        signature(REPLAY_TASK, args=(backtest_id, task_id, side), immutable=True)
-        for task_id in task_ids
-        for side in ReplaySide.values
+        [
+            *(
+                signature(REPLAY_TASK, args=(backtest_id, task_id, side), immutable=True)
+                for task_id in backtest.task_ids
+                for side in sides
+            ),
+            *(
+                signature(SHADOW_TASK, args=(backtest_id, trace_id), immutable=True)
+                for trace_id in (backtest.shadow or {}).get("traces", [])
+            ),
+        ]
     )
     callback = signature(FINISH_TASK, args=(backtest_id,)).on_error(
         signature(FAIL_TASK, args=(backtest_id,), immutable=True)
@@ -262,11 +347,77 @@ def backtest_warm(*, backtest_id: int) -> int:
     return len(backtest.task_ids)
 
 
+@lru_cache(maxsize=64)
+def _variant(backtest_id: int, variant: int) -> ProjectFrame:
+    """The engine frame of one ablation variant of a backtest (rows it reads are immutable)."""
+    backtest = Backtest.objects.select_related(
+        "proposal", "proposal__project", "proposal__base_version", "candidate_version"
+    ).get(pk=backtest_id)
+    variants = (backtest.ablation or {}).get("variants") or []
+    if not 0 <= variant < len(variants):
+        raise BacktestError(f"backtest #{backtest_id} has no ablation variant {variant}")
+    proposal = backtest.proposal
+    return store.frame_from_snapshot(
+        project=proposal.project,
+        number=backtest.candidate_version.number,
+        snapshot=_variant_frame(proposal, variants[variant]),
+    )
+
+
+def replay_variant(*, backtest_id: int, task_id: int, variant: int) -> AblationReplay:
+    """Replay one task under one ablation variant and store its metrics, once (no trace)."""
+    found = AblationReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, variant=variant).first()
+    if found is not None:
+        return found
+    backtest = Backtest.objects.only("id", "status", "task_ids", "condition", "baseline_version_id").get(
+        pk=backtest_id
+    )
+    if task_id not in backtest.task_ids:
+        raise BacktestError(f"task {task_id} is not in backtest #{backtest_id}")
+    frame = _variant(backtest_id, variant)
+    if backtest.status == BacktestStatus.QUEUED:
+        Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
+    context = _task_context(task_id)
+    result, index = _select(context, frame, backtest.condition)
+    project_of, echo_of = _maps(context.task.corpus_id, index)
+    _number, baseline_frame = store.frame_of_version(backtest.baseline_version_id)
+    metrics = score_bundle(
+        result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=baseline_frame.scope_set
+    )
+    try:
+        with transaction.atomic():
+            return AblationReplay.objects.create(
+                backtest_id=backtest_id,
+                task_id=task_id,
+                variant=variant,
+                metrics=metrics,
+                admitted=list(result.bundle.unit_ids()),
+            )
+    except IntegrityError:
+        existing = AblationReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, variant=variant).first()
+        if existing is None:
+            raise
+        return existing
+
+
+def _variant_index(side: str) -> int | None:
+    if not side.startswith(ABLATION_SIDE):
+        return None
+    number = side[len(ABLATION_SIDE):]
+    return int(number) if number.isdigit() else None
+
+
 @telemetry.traced_replay
-def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
-    """Replay one task under one side's frame version and store its trace and metrics, once."""
+def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay | AblationReplay:
+    """Replay one task under one side's frame version and store its trace and metrics, once; an
+    ablation side ("ablation-<i>") stores the variant's metrics (replay_variant)."""
+    variant = _variant_index(side)
+    if variant is not None:
+        return replay_variant(backtest_id=backtest_id, task_id=task_id, variant=variant)
     if side not in ReplaySide.values:
-        raise BacktestError(f'unknown side "{side}": one of {", ".join(ReplaySide.values)}')
+        raise BacktestError(
+            f'unknown side "{side}": one of {", ".join(ReplaySide.values)} or {ABLATION_SIDE}<variant>'
+        )
     done = TaskReplay.objects.filter(backtest=OuterRef("pk"), task_id=task_id, side=side)
     backtest = (
         Backtest.objects.filter(pk=backtest_id)
@@ -302,6 +453,115 @@ def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay:
     except IntegrityError:
         # a concurrent run of this replay committed first: its row stands, ours rolled back whole
         existing = TaskReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, side=side).first()
+        if existing is None:
+            raise
+        return existing
+
+
+# --- shadow replay: recorded live selections under both versions ------------------------------
+
+# the sources of live selections: the `select` command, the API, the MCP server (a replay on the
+# trace page, an evaluation, a backtest or a shadow replay is not an agent's selection)
+LIVE_SOURCES = ("select", "api", "mcp")
+SHADOW_SOURCE = "shadow"
+MAX_SHADOW = 200  # recorded selections one backtest may replay
+
+
+def shadow_selections(*, project: Project, limit: int) -> list[int]:
+    """The project's last `limit` live selections (trace ids, newest first)."""
+    if limit <= 0:
+        return []
+    return list(
+        Trace.objects.filter(project=project, source__in=LIVE_SOURCES)
+        .order_by("-created_at", "-id")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def _shadow_plan(project: Project, shadow: int | None) -> dict:
+    requested = settings.FG_BACKTEST_SHADOW if shadow is None else shadow
+    if not 0 <= requested <= MAX_SHADOW:
+        raise BacktestRefused(f"a shadow replay takes 0 to {MAX_SHADOW} recorded selections, not {requested}")
+    if not requested:
+        return {}
+    return {"requested": requested, "traces": shadow_selections(project=project, limit=requested)}
+
+
+def shadow_one(*, backtest_id: int, trace_id: int) -> ShadowReplay:
+    """Replay one recorded selection with its stored inputs (query, work frame, budget, standpoint,
+    condition, routing inputs) under the baseline and the candidate version, write both traces
+    (source "shadow") and what changed, once. A selection that cannot be replayed under a side
+    (a trace older than the inputs it needs, a work type the candidate removes) is stored with
+    its error, not raised: the backtest goes on."""
+    found = ShadowReplay.objects.filter(backtest_id=backtest_id, selection_id=trace_id).first()
+    if found is not None:
+        return found
+    backtest = Backtest.objects.only("id", "status", "shadow", "baseline_version_id", "candidate_version_id").get(
+        pk=backtest_id
+    )
+    if trace_id not in (backtest.shadow or {}).get("traces", []):
+        raise BacktestError(f"trace {trace_id} is not among backtest #{backtest_id}'s recorded selections")
+    if backtest.status == BacktestStatus.QUEUED:
+        Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
+    recorded = Trace.objects.select_related("project", "task").get(pk=trace_id)
+    row = {"backtest_id": backtest_id, "selection_id": trace_id}
+    try:
+        stored = store.trace_result(recorded)
+        inputs = stored_inputs(recorded, stored)
+    except (LookupError, ValueError, TypeError) as error:
+        return _shadow_write(row, error=f"trace {trace_id} cannot be replayed from what it stores: {error}")
+    index = store.corpus_index(recorded.project.corpus_id)
+    project_of, _echo_of = _maps(recorded.project.corpus_id, index)
+    base_number, base_frame = store.frame_of_version(backtest.baseline_version_id)
+    cand_number, cand_frame = store.frame_of_version(backtest.candidate_version_id)
+    results = {}
+    errors = []
+    for side, frame in ((ReplaySide.BASELINE, base_frame), (ReplaySide.CANDIDATE, cand_frame)):
+        try:
+            results[side] = selection_run(replace(inputs, project_frame=frame), index, config=stored.trace.config)
+        except SelectionError as error:
+            errors.append(f"{side}: {error}")
+    if errors:
+        return _shadow_write(row, error="; ".join(errors))
+    base, cand = results[ReplaySide.BASELINE], results[ReplaySide.CANDIDATE]
+    base_units, cand_units = base.bundle.unit_ids(), cand.bundle.unit_ids()
+    scope = base_frame.scope_set
+
+    def leak(units) -> float:
+        return leakage([u for u in units if u in project_of], project_of, scope)
+
+    def traced() -> dict:
+        return {
+            "baseline_trace": trace_write(
+                base, project=recorded.project, frame_version=base_number, task=recorded.task, source=SHADOW_SOURCE
+            ),
+            "candidate_trace": trace_write(
+                cand, project=recorded.project, frame_version=cand_number, task=recorded.task, source=SHADOW_SOURCE
+            ),
+        }
+
+    return _shadow_write(
+        row,
+        traced,
+        changed=base.bundle.digest != cand.bundle.digest,
+        reproduced=base.bundle.digest == recorded.bundle_digest,
+        entered=[u for u in cand_units if u not in set(base_units)],
+        left=[u for u in base_units if u not in set(cand_units)],
+        baseline_tokens=base.bundle.tokens,
+        candidate_tokens=cand.bundle.tokens,
+        baseline_leakage=leak(base_units),
+        candidate_leakage=leak(cand_units),
+    )
+
+
+def _shadow_write(row: dict, traced=None, **fields) -> ShadowReplay:
+    """The row, and the traces `traced` writes, in one transaction; a lost race keeps the winner's."""
+    try:
+        with transaction.atomic():
+            return ShadowReplay.objects.create(**row, **(traced() if traced else {}), **fields)
+    except IntegrityError:
+        # a concurrent run of this shadow replay committed first: its row stands, ours rolled back
+        existing = ShadowReplay.objects.filter(**row).first()
         if existing is None:
             raise
         return existing
@@ -351,6 +611,14 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
             {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
             {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
         )
+        effects = _ablation_effects(backtest, order, sides)
+        shadowed = set(ShadowReplay.objects.filter(backtest=backtest).values_list("selection_id", flat=True))
+        unshadowed = [t for t in (backtest.shadow or {}).get("traces", []) if t not in shadowed]
+        if unshadowed:
+            raise BacktestError(
+                f"backtest #{backtest_id} lacks the shadow replay of {len(unshadowed)} selections: "
+                + ", ".join(f"trace {t}" for t in unshadowed[:5])
+            )
         per_task = [{"task_id": t, **row.as_dict()} for (t, _uid), row in zip(order, decision.per_task, strict=True)]
         row = BacktestDecision.objects.create(
             backtest=backtest,
@@ -360,6 +628,7 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
             candidate_means=decision.candidate_means,
             gate_results=[g.as_dict() for g in decision.gates],
             per_task_deltas=per_task,
+            ablation=[e.as_dict() for e in effects],
         )
         backtest.status = BacktestStatus.FINISHED
         backtest.finished_at = timezone.now()
@@ -377,10 +646,39 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
                 "baseline_version": backtest.baseline_version.number,
                 "candidate_version": backtest.candidate_version.number,
                 "gates": row.gate_results,
+                "flagged_parts": [e.part for e in effects if e.flagged],
             },
         )
         proposal_sync_state(proposal=proposal)
     return row
+
+
+def _ablation_effects(backtest: Backtest, order, sides) -> list[ablation_rules.PartEffect]:
+    """Each part's effect from the variants' replays (none without an ablation plan)."""
+    ablation = backtest.ablation or {}
+    variants = ablation.get("variants") or []
+    if not variants:
+        return []
+    found: dict[int, dict[int, dict]] = {i: {} for i in range(len(variants))}
+    for task_id, variant, metrics in AblationReplay.objects.filter(backtest=backtest).values_list(
+        "task_id", "variant", "metrics"
+    ):
+        found[variant][task_id] = metrics
+    missing = [f"{uid} (variant {i})" for i in found for t, uid in order if t not in found[i]]
+    if missing:
+        raise BacktestError(
+            f"backtest #{backtest.pk} lacks {len(missing)} ablation replays: {', '.join(missing[:5])}"
+        )
+    chosen = ablation_rules.plan(ablation["parts"])
+    if [list(v) for v in chosen.variants] != variants:
+        raise BacktestError(f"backtest #{backtest.pk}: its ablation variants do not follow its parts")
+    return ablation_rules.ablate(
+        backtest.gates,
+        chosen,
+        {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
+        {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
+        {i: {uid: found[i][t] for t, uid in order} for i in found},
+    )
 
 
 def backtest_fail(*, backtest_id: int, error: str) -> Backtest:
@@ -508,11 +806,15 @@ def replay_delivery_allowed(app, *, backtest_id: int, task_id: int, side: str, r
     client.expire(key, 24 * 3600)
     if deliveries <= MAX_REPLAY_DELIVERIES:
         return True
-    uid = Task.objects.filter(pk=task_id).values_list("uid", flat=True).first() or task_id
+    if side == "shadow":  # a shadow replay's "task" is the recorded selection's trace
+        what = f"the shadow replay of trace {task_id}"
+    else:
+        uid = Task.objects.filter(pk=task_id).values_list("uid", flat=True).first() or task_id
+        what = f"the replay of task {uid} ({side})"
     backtest_fail(
         backtest_id=backtest_id,
         error=(
-            f"the replay of task {uid} ({side}) was delivered {deliveries - 1} times and its "
+            f"{what} was delivered {deliveries - 1} times and its "
             "worker died each time: the backtest stopped instead of retrying it forever"
         ),
     )
@@ -529,14 +831,15 @@ def backtest_stale_reason(backtest: Backtest, *, now=None) -> str | None:
     if backtest.status not in (BacktestStatus.QUEUED, BacktestStatus.RUNNING):
         return None
     latest = TaskReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
-    last_progress = max(filter(None, [backtest.created_at, latest]))
+    latest_variant = AblationReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
+    latest_shadow = ShadowReplay.objects.filter(backtest=backtest).aggregate(at=Max("created_at"))["at"]
+    last_progress = max(filter(None, [backtest.created_at, latest, latest_variant, latest_shadow]))
     idle = (now or timezone.now()) - last_progress
     if idle < stale_after():
         return None
-    done = TaskReplay.objects.filter(backtest=backtest).count()
     return (
-        f"stale: no replay for {int(idle.total_seconds())} s ({done} of "
-        f"{2 * len(backtest.task_ids)} done); its workers vanished or its messages were lost"
+        f"stale: no replay for {int(idle.total_seconds())} s ({replays_done(backtest)} of "
+        f"{replays_expected(backtest)} done); its workers vanished or its messages were lost"
     )
 
 

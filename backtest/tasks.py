@@ -40,6 +40,27 @@ def replay_task(self, backtest_id: int, task_id: int, side: str) -> int | None:
 
 
 @shared_task(
+    bind=True,
+    name=services.SHADOW_TASK,
+    autoretry_for=RETRIED,
+    retry_backoff=0.5,
+    retry_backoff_max=10,
+    max_retries=5,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=settings.FG_REPLAY_SOFT_TIME_LIMIT,
+    time_limit=settings.FG_REPLAY_TIME_LIMIT,
+)
+def shadow_task(self, backtest_id: int, trace_id: int) -> int | None:
+    """One recorded selection replayed under both versions (services.shadow_one)."""
+    if not services.replay_delivery_allowed(
+        self.app, backtest_id=backtest_id, task_id=trace_id, side="shadow", retries=self.request.retries
+    ):
+        return None
+    return services.shadow_one(backtest_id=backtest_id, trace_id=trace_id).pk
+
+
+@shared_task(
     name=services.FINISH_TASK,
     autoretry_for=RETRIED,
     retry_backoff=0.5,

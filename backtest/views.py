@@ -77,6 +77,8 @@ def _context(request, pk: int) -> dict:
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
         "can_rerun": caps.can_propose and backtest.status == BacktestStatus.ERROR,
         "regressions": review_card.regressed_tasks(backtest=backtest) if decision is not None else [],
+        "ablation": selectors.backtest_ablation(backtest=backtest, decision=decision),
+        "shadow": selectors.backtest_shadow(backtest=backtest) if decision is not None else None,
     }
 
 
@@ -149,6 +151,8 @@ def proposal_detail(
             "live": latest is not None and latest.status in (BacktestStatus.QUEUED, BacktestStatus.RUNNING),
             "regressions": review_card.regressed_tasks(backtest=latest) if latest_decision else [],
             "acknowledged": set(acknowledged),
+            "ablation": selectors.backtest_ablation(backtest=latest, decision=latest_decision),
+            "shadow": selectors.backtest_shadow(backtest=latest) if latest_decision else None,
         },
         status=status,
     )

@@ -39,7 +39,10 @@ __all__ = [
     "diff_frames",
     "frame_classes",
     "frame_issues",
+    "MAX_ABLATION_PARTS",
     "patch_issues",
+    "patch_only",
+    "patch_parts",
     "unknown_class_warnings",
 ]
 
@@ -187,6 +190,45 @@ def compute_patch(base: Mapping[str, Any], target: Mapping[str, Any]) -> dict[st
         elif base[key] != target[key]:
             patch[key] = copy.deepcopy(target[key])
     return patch
+
+
+# --- the parts of a patch (ablation, split) -----------------------------------------------------
+
+# a patch of more parts than this is backtested whole only: each part costs two more replays of every task
+MAX_ABLATION_PARTS = 6
+PER_KEY_PARTS = ("work_types",)  # a mapping of these is patched key by key: each key is a part
+
+
+def patch_parts(patch: Any) -> list[str]:
+    """The parts of a merge patch, each the path of one patched field: `work_types.<name>` for each
+    work type it sets or removes, the key itself for any other top-level field (`scope`,
+    `class_pull`, `gates`, ...). Sorted, so the same patch always gives the same parts."""
+    if not isinstance(patch, Mapping):
+        return []
+    parts: list[str] = []
+    for key in sorted(patch):
+        value = patch[key]
+        if key in PER_KEY_PARTS and isinstance(value, Mapping) and value:
+            parts.extend(f"{key}.{name}" for name in sorted(value))
+        else:
+            parts.append(key)
+    return parts
+
+
+def patch_only(patch: Mapping[str, Any], parts: Collection[str]) -> dict[str, Any]:
+    """The merge patch restricted to `parts` (paths from patch_parts): applying it changes those
+    fields exactly as the whole patch does, and nothing else."""
+    wanted = set(parts)
+    out: dict[str, Any] = {}
+    for part in patch_parts(patch):
+        if part not in wanted:
+            continue
+        head, _, name = part.partition(".")
+        if name and head in PER_KEY_PARTS and isinstance(patch.get(head), Mapping) and name in patch[head]:
+            out.setdefault(head, {})[name] = copy.deepcopy(patch[head][name])
+        else:
+            out[part] = copy.deepcopy(patch[part])
+    return out
 
 
 # --- diff -------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 
 from authority import access
 from authority.audit import audit_record
-from authority.models import FrameVersion, Promotion
+from authority.models import AuditEntry, FrameVersion, Promotion
 from authority.selectors import current_frame_version
 from authority.services import frame_version_create, promotion_create
 from selection.corpus.frames import merge_patch
@@ -184,6 +184,65 @@ def proposal_sync_state(*, proposal: Proposal) -> Proposal:
         proposal.state = state
         proposal.save(update_fields=["state"])
     return proposal
+
+
+def proposal_split(*, proposal: Proposal, lead) -> list[Proposal]:
+    """One new proposal per part of `proposal`'s patch (frames.patch_parts: a work type's list, the
+    scope, the class pull, ...), each submitted as proposal_submit submits it, so each gets its
+    own backtest when the split commits. The original stays as it is; the split is audited on it.
+
+    Needs the lead role. Refused (nothing written) for a promoted proposal, a patch of one part,
+    a proposal already split, or a part that no longer applies over the current frame.
+    """
+    project = proposal.project
+    access.access_propose(lead, project)
+    parts = frames.patch_parts(proposal.patch)
+    if len(parts) < 2:
+        raise ProposalInvalid(
+            [FrameIssue((), f"proposal #{proposal.pk} changes one part ({', '.join(parts) or 'none'}): "
+                        "there is nothing to split")]
+        )
+    with transaction.atomic():
+        Project.objects.select_for_update().get(pk=project.pk)
+        proposal = Proposal.objects.select_related("project").get(pk=proposal.pk)
+        if proposal.state == ProposalState.PROMOTED:
+            raise ProposalInvalid([FrameIssue((), f"proposal #{proposal.pk} is promoted: it cannot be split")])
+        if AuditEntry.objects.filter(
+            project=project, action="proposal.split", object_type="proposal", object_id=str(proposal.pk)
+        ).exists():
+            raise ProposalInvalid([FrameIssue((), f"proposal #{proposal.pk} is split already")])
+        created = []
+        for part in parts:
+            try:
+                created.append(
+                    proposal_submit(
+                        project=project,
+                        author=lead,
+                        title=f"{proposal.title} — {part}"[:300],
+                        rationale=(
+                            f"Split from proposal #{proposal.pk} ({proposal.title}): its part {part} alone."
+                            + (f"\n\n{proposal.rationale}" if proposal.rationale else "")
+                        ),
+                        patch=frames.patch_only(proposal.patch, [part]),
+                        uid=f"{proposal.uid}:{part}"[:200] if proposal.uid else "",
+                    )
+                )
+            except ProposalInvalid as error:
+                raise ProposalInvalid(
+                    [FrameIssue(issue.path, f"part {part}: {issue.message}") for issue in error.issues]
+                ) from error
+        audit_record(
+            actor=lead,
+            project=project,
+            action="proposal.split",
+            obj=proposal,
+            summary=(
+                f"proposal #{proposal.pk} split into "
+                + ", ".join(f"#{p.pk} ({part})" for p, part in zip(created, parts, strict=True))
+            ),
+            payload={"parts": parts, "proposals": [p.pk for p in created]},
+        )
+    return created
 
 
 # --- promotion -----------------------------------------------------------------------------------

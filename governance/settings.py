@@ -160,6 +160,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(hour=int(env("FG_RETENTION_HOUR", "3")), minute=30),
     },
 }
+# a backtest also replays this many of the project's last live selections (shadow replay; 0: none)
+FG_BACKTEST_SHADOW = int(env("FG_BACKTEST_SHADOW", "20"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -17,6 +17,7 @@ urlpatterns = [
     path("projects/<slug:slug>/proposals/", views.proposal_list, name="proposal-list"),
     path("proposals/<int:pk>/promote/", views.proposal_promote, name="proposal-promote"),
     path("proposals/<int:pk>/resubmit/", views.proposal_resubmit, name="proposal-resubmit"),
+    path("proposals/<int:pk>/split/", views.proposal_split, name="proposal-split"),
     path("audit/", views.audit_log, name="audit-log"),
     path("settings/tokens/", views_tokens.token_list, name="api-tokens"),
     path("settings/tokens/new/", views_tokens.token_create, name="api-token-create"),

@@ -230,3 +230,22 @@ def proposal_resubmit(request, pk: int):
         return redirect("proposal-detail", pk=pk)
     messages.success(request, f"Resubmitted as proposal #{proposal.pk} over v{current.number}.")
     return redirect("proposal-detail", pk=proposal.pk)
+
+
+@login_required
+@require_POST
+def proposal_split(request, pk: int):
+    """A proposal whose parts the ablation judged apart: one new proposal per part, each backtested."""
+    proposal = selectors.proposal_by_id(proposal_id=pk)
+    try:
+        created = services.proposal_split(proposal=proposal, lead=request.user)
+    except services.ProposalInvalid as error:
+        messages.error(request, "Not split: " + "; ".join(str(issue) for issue in error.issues) + ".")
+        return redirect("proposal-detail", pk=pk)
+    messages.success(
+        request,
+        f"Proposal #{proposal.pk} split into "
+        + ", ".join(f"#{p.pk} ({p.title})" for p in created)
+        + "; each has its own backtest.",
+    )
+    return redirect("proposal-detail", pk=created[0].pk)

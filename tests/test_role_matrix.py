@@ -137,6 +137,7 @@ def pages(w):
         ),
         ("proposal-backtest-start", "post", reverse("proposal-backtest-start", args=[w["proposal"]]), {}, only("lead")),
         ("proposal-resubmit", "post", reverse("proposal-resubmit", args=[w["proposal"]]), {}, only("lead")),
+        ("proposal-split", "post", reverse("proposal-split", args=[w["proposal"]]), {}, only("lead")),
         ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page
     ]
 

@@ -32,6 +32,7 @@ ENDPOINTS = {
     ("get", "/api/v1/backtests/{backtest_id}"),
     ("post", "/api/v1/backtests/{backtest_id}/reviews"),
     ("post", "/api/v1/proposals/{proposal_id}/promotion"),
+    ("post", "/api/v1/proposals/{proposal_id}/split"),
     ("post", "/api/v1/corpora"),
     ("get", "/api/v1/corpora"),
     ("get", "/api/v1/corpora/{name}/evaluations"),

@@ -37,7 +37,7 @@ axe.run(document, {resultTypes: ["violations"]}).then(
 def _finished_backtest(uid: str):
     backtest = backtests.backtest_enqueue(proposal=proposal(uid), requested_by=None)
     for task_id in backtest.task_ids:
-        for side in ("baseline", "candidate"):
+        for side in backtests.replay_sides(backtest):
             backtests.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
     backtests.backtest_finish(backtest_id=backtest.pk)
     return backtest

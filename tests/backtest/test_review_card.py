@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 def _finished(uid: str):
     backtest = services.backtest_enqueue(proposal=proposal(uid), requested_by=None)
     for task_id in backtest.task_ids:
-        for side in ("baseline", "candidate"):
+        for side in services.replay_sides(backtest):
             services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
     return backtest, services.backtest_finish(backtest_id=backtest.pk)
 

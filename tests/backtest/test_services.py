@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def run_inline(backtest: Backtest) -> BacktestDecision:
     for task_id in backtest.task_ids:
-        for side in ("baseline", "candidate"):
+        for side in services.replay_sides(backtest):
             services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
     return services.backtest_finish(backtest_id=backtest.pk)
 

@@ -15,9 +15,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def half_done(sift):
-    """A backtest of wider-class-pull with 3 of its 20 replays written, then a way to finish it."""
+    """A backtest of wider-class-pull with 3 of its 40 replays written (10 tasks under the baseline,
+    the candidate and each of its two parts alone), then a way to finish it."""
     backtest = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
-    pairs = [(t, s) for t in backtest.task_ids for s in ("baseline", "candidate")]
+    pairs = [(t, s) for t in backtest.task_ids for s in services.replay_sides(backtest)]
     for task_id, side in pairs[:3]:
         services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
 
@@ -35,12 +36,12 @@ def test_the_fragment_reports_progress_and_keeps_polling_while_running(client, s
     response = client.get(reverse("backtest-live", args=[backtest.pk]))
     assert response.status_code == 200
     html = response.content.decode()
-    assert 'data-done="3" data-total="20"' in html
-    assert "3 of 20 replays" in html and 'value="3" max="20"' in html
+    assert 'data-done="3" data-total="40"' in html
+    assert "3 of 40 replays" in html and 'value="3" max="40"' in html
     assert 'hx-trigger="every 1s"' in html and reverse("backtest-live", args=[backtest.pk]) in html
     assert 'id="decision"' not in html
     page = client.get(reverse("backtest-detail", args=[backtest.pk])).content.decode()
-    assert "3 of 20 replays" in page and "<html" in page and "<html" not in html
+    assert "3 of 40 replays" in page and "<html" in page and "<html" not in html
 
 
 def test_a_finished_backtest_shows_each_gate_with_its_reason_and_stops_polling(client, sift_users, half_done):
@@ -49,7 +50,7 @@ def test_a_finished_backtest_shows_each_gate_with_its_reason_and_stops_polling(c
     client.force_login(sift_users["reviewer"])
     html = client.get(reverse("backtest-live", args=[backtest.pk])).content.decode()
     assert "hx-trigger" not in html
-    assert "20 of 20 replays" in html
+    assert "40 of 40 replays" in html
     for gate in decision.gate_results:
         assert gate["reason"] in html
     assert html.count('class="gate ') == 4

@@ -59,7 +59,13 @@ def test_a_lead_proposing_gets_a_backtest_the_worker_finishes(celery_worker_proc
 
 def test_the_cli_runs_a_backtest_through_the_worker_and_writes_json(celery_worker_process, sift, tmp_path, capsys):
     out = tmp_path / "decision.json"
-    call_command("backtest", "context-lab", "--proposal", "wider-class-pull", "--json", str(out), "--timeout", "180")
+    # one live selection, for the shadow replay
+    call_command("select", project="sift", query="Does the hybrid ranking design hold up?", work_type="design-review")
+    capsys.readouterr()
+    call_command(
+        "backtest", "context-lab", "--proposal", "wider-class-pull", "--json", str(out), "--timeout", "180",
+        "--shadow", "5",
+    )  # fmt: skip
     printed = capsys.readouterr()
     doc = json.loads(out.read_text())
     assert doc["proposal"]["uid"] == "wider-class-pull"
@@ -71,7 +77,13 @@ def test_the_cli_runs_a_backtest_through_the_worker_and_writes_json(celery_worke
     for gate in doc["gates"]:
         assert gate["reason"] in printed.out
     assert doc["decision"].upper() in printed.out
-    assert "20/20" in printed.err  # the progress bar reached the end
+    # its two parts (class pull, design review) each alone: 10 tasks on 4 sides, and 1 selection
+    assert "41/41" in printed.err  # the progress bar reached the end
+    assert [row["part"] for row in doc["ablation"]] == ["class_pull", "work_types.design-review"]
+    assert all(set(row) >= {"alone", "marginal", "flagged", "hurt_tasks"} for row in doc["ablation"])
+    assert "ablation:" in printed.out
+    assert doc["shadow"]["requested"] == 5 and doc["shadow"]["replayed"] == 1
+    assert doc["shadow"]["summary"] in printed.out and "recent bundles" in doc["shadow"]["summary"]
 
 
 def test_the_cli_refuses_without_a_worker_on_its_queue(sift, settings):

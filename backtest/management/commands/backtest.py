@@ -1,5 +1,8 @@
 """backtest NAME --proposal ID: run a proposal's backtest through the Celery workers, print the gates.
 
+With --shadow N it also replays the project's last N live selections (traces of the `select`
+command, the API, the MCP server) under both versions and says which bundles would change.
+
 NAME is a corpus, ID a proposal's uid from proposals.yaml or its number. The backtest is started
 by the system (as an imported proposal has no author to act for) through backtest_enqueue, the
 same service a proposal submitted in the dashboard calls; a worker must be consuming the queue.
@@ -68,6 +71,21 @@ def backtest_document(backtest: Backtest) -> dict:
             row["task"]: {"baseline": row["baseline"], "candidate": row["candidate"], "delta": row["delta"]}
             for row in decision.per_task_deltas
         },
+        # one row per part of the patch (2 to MAX_ABLATION_PARTS parts), else empty
+        "ablation": [
+            {
+                "part": effect["part"],
+                "alone": effect["alone"],
+                "marginal": effect["marginal"],
+                "flagged": effect["flagged"],
+                "hurt_tasks": effect["hurt_tasks"],
+                "alone_passed": effect["alone_passed"],
+                "why": effect["why"],
+            }
+            for effect in decision.ablation
+        ],
+        "ablation_note": (backtest.ablation or {}).get("note", ""),
+        "shadow": selectors.shadow_document(backtest),
     }
 
 
@@ -79,8 +97,16 @@ class Command(BaseCommand):
         parser.add_argument("--proposal", required=True, help="proposal id from proposals.yaml, or its number")
         parser.add_argument("--json", dest="json_path", help="write the decision document to this file")
         parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the backtest")
+        parser.add_argument(
+            "--shadow",
+            type=int,
+            default=None,
+            metavar="N",
+            help="also replay the project's last N live selections under both versions "
+            "(default FG_BACKTEST_SHADOW; 0: none)",
+        )
 
-    def handle(self, *args, name, proposal, json_path, timeout, **options):
+    def handle(self, *args, name, proposal, json_path, timeout, shadow=None, **options):
         try:
             corpus = Corpus.objects.get(name=name)
         except Corpus.DoesNotExist:
@@ -94,7 +120,7 @@ class Command(BaseCommand):
                 "(with the same FG_CELERY_QUEUE) and run this again"
             )
         try:
-            backtest = services.backtest_enqueue(proposal=target, requested_by=None)
+            backtest = services.backtest_enqueue(proposal=target, requested_by=None, shadow=shadow)
         except GovernanceError as error:
             raise CommandError(str(error)) from error
         self.stderr.write(
@@ -113,7 +139,7 @@ class Command(BaseCommand):
 
     def _wait(self, backtest: Backtest, timeout: float) -> Backtest:
         deadline = time.monotonic() + timeout
-        total = 2 * len(backtest.task_ids)
+        total = selectors.backtest_progress(backtest=backtest).total
         with tqdm(total=total, unit="replay", desc="replays", file=self.stderr._out, leave=True) as bar:
             while True:
                 backtest = selectors.backtest_by_id(backtest_id=backtest.pk)
@@ -161,3 +187,43 @@ class Command(BaseCommand):
                 for m in metrics
             ]
             out.write(f"  {task:{width}} " + " ".join(f"{c:>24}" for c in cells))
+        self._print_ablation(doc, metrics)
+        self._print_shadow(doc)
+
+    def _print_shadow(self, doc: dict) -> None:
+        shadow = doc["shadow"]
+        if shadow is None:
+            return
+        out = self.stdout
+        out.write(f"\n  shadow replay: v{doc['candidate_version']} {shadow['summary']}")
+        for row in shadow["selections"]:
+            if row["error"]:
+                out.write(f"    trace {row['trace']:>6} ({row['source']}): {row['error']}")
+                continue
+            change = "CHANGED" if row["changed"] else "same   "
+            moved = f"+{len(row['entered'])} −{len(row['left'])} units"
+            tokens, leak = row["tokens"], row["leakage"]
+            out.write(
+                f"    trace {row['trace']:>6} ({row['source']:6}) {change} {moved:>16}  tokens "
+                f"{tokens['baseline']}→{tokens['candidate']}  leakage {gates.fmt(leak['baseline'])}→"
+                f"{gates.fmt(leak['candidate'])}  {row['query'][:60]}"
+            )
+
+    def _print_ablation(self, doc: dict, metrics: list[str]) -> None:
+        out = self.stdout
+        if doc["ablation_note"]:
+            out.write(f"\n  ablation: {doc['ablation_note']}")
+        if not doc["ablation"]:
+            return
+        out.write("\n  ablation: each part alone (against the baseline) / within the whole (whole − whole without it)")
+        width = max(len(row["part"]) for row in doc["ablation"])
+        out.write(f"  {'part':{width}} " + " ".join(f"{m[:22]:>24}" for m in metrics) + "  alone   flag")
+        for row in doc["ablation"]:
+            cells = [f"{gates.signed(row['alone'][m])} / {gates.signed(row['marginal'][m])}" for m in metrics]
+            alone = "passes" if row["alone_passed"] else "fails "
+            flag = self.style.ERROR("FLAGGED") if row["flagged"] else "-"
+            out.write(f"  {row['part']:{width}} " + " ".join(f"{c:>24}" for c in cells) + f"  {alone}  {flag}")
+            for why in row["why"]:
+                out.write(f"  {'':{width}}   {why}")
+            if row["hurt_tasks"]:
+                out.write(f"  {'':{width}}   hurts {', '.join(row['hurt_tasks'])}")
