@@ -7,8 +7,12 @@ are idempotent (services.replay_one), so a redelivery (acks_late) writes nothing
 from __future__ import annotations
 
 from celery import shared_task
+from celery.concurrency.solo import TaskPool as SoloPool
+from celery.signals import worker_process_init, worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
+
+from selection import embeddings
 
 from . import services
 from .gates import GateSpecError
@@ -79,3 +83,19 @@ def finish_backtest(results, backtest_id: int) -> bool | None:
 def fail_backtest(backtest_id: int) -> None:
     """The chord's errback: a replay failed for good, so the backtest cannot be judged."""
     services.backtest_fail(backtest_id=backtest_id, error="a task replay failed after its retries")
+
+
+# A replay's time limit must not pay for loading the embedding model: a cold worker's first replay
+# took 68 s to load it on a loaded two-core machine, past the 60 s soft limit, and failed its
+# backtest. Each process that runs replays loads it on a thread as soon as it starts.
+
+
+@worker_process_init.connect
+def _warm_pool_process(**kwargs) -> None:  # a prefork child: returns at once (the pool waits ~4 s)
+    embeddings.warm_in_background()
+
+
+@worker_ready.connect
+def _warm_solo_worker(sender=None, **kwargs) -> None:  # --pool=solo: replays run in this process
+    if isinstance(getattr(sender, "pool", None), SoloPool):
+        embeddings.warm_in_background()

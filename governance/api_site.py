@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from functools import wraps
 from typing import Any
 
 from django.conf import settings
@@ -149,6 +150,27 @@ def _problem_schema() -> dict[str, Any]:
     return schema
 
 
+def _signed_in(view):
+    """The schema and its docs page answer a signed-in user or a live token, like every operation:
+    nothing but the login page and /health answers without authentication (docs/trust.md)."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        user = getattr(request, "user", None)
+        signed_in = user is not None and user.is_authenticated and user.is_active
+        if signed_in or tokens.token_user_from_header(request.headers.get("Authorization", "")) is not None:
+            return view(request, *args, **kwargs)
+        return problem(
+            request,
+            401,
+            "Authentication required",
+            "send a live API token as `Authorization: Bearer <token>`, or sign in",
+            slug="unauthenticated",
+        )
+
+    return wrapped
+
+
 api = GovernanceAPI(
     title="Frame Governance API",
     version="1",
@@ -160,6 +182,7 @@ api = GovernanceAPI(
     ),
     urls_namespace="api-1",
     auth=[ApiToken(), BrowserSession(csrf=True)],
+    docs_decorator=_signed_in,
 )
 
 

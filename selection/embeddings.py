@@ -100,9 +100,34 @@ class Embedder:
         return vectors / norms
 
 
+_load_lock = threading.Lock()  # one load, even when a warm-up thread and a request race
+
+
 @lru_cache(maxsize=1)
 def get_embedder() -> Embedder:
+    with _load_lock:
+        return _embedder()
+
+
+@lru_cache(maxsize=1)
+def _embedder() -> Embedder:
     return Embedder(configured_model_dir())
+
+
+def warm_in_background() -> threading.Thread:
+    """Load the model on a daemon thread now, so that the first request does not pay for it (a
+    worker's first replay would, inside its time limit). A missing model is left for the first
+    real call to report."""
+
+    def load() -> None:
+        try:
+            get_embedder()
+        except Exception:  # noqa: BLE001 - reported by the first real call, with its context
+            pass
+
+    thread = threading.Thread(target=load, name="embedding-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def embed_texts(

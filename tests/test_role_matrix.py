@@ -1,8 +1,11 @@
-"""The role matrix: every page URL, as anonymous, no role, auditor, reviewer, lead, and a lead of
-another project, allowed or denied as the roles say; nothing but login answers without a login.
+"""The role matrix: every page URL and every API operation, as anonymous, a user with no role,
+auditor, reviewer, lead, a lead of another project, and an API token of each scope, allowed or
+denied as the expected tables below say (written out here, never read off access.py); nothing but
+the login pages and /api/v1/health answers without authentication.
 
-The API's endpoints are the API's own matrix (issue 11). A page URL added without a row here
-fails test_every_page_url_is_in_the_matrix.
+A page URL added without a row fails test_every_page_url_is_in_the_matrix, an API operation added
+without a row fails test_every_api_operation_is_in_the_matrix, and any URL pattern at all that
+answers an anonymous request fails test_nothing_but_login_and_health_answers_without_authentication.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from selection.models import Job, JobKind
 from tests.selection.test_traces import embedding_cache  # noqa: F401 - module-wide vectors
 
 ROLES = ("anonymous", "none", "auditor", "reviewer", "lead", "other_lead")
+# API tokens, one per scope: the lead's read-only token, a token scoped to each role in the project
+# (held by the user who holds that role), and the other project's lead's token scoped to it
+TOKENS = ("token:read", "token:auditor", "token:reviewer", "token:lead", "token:other_lead")
+PRINCIPALS = ROLES + TOKENS
 MEMBERS = {"auditor", "reviewer", "lead"}
 ALLOW, DENY, LOGIN = "allow", "deny", "login"
 
@@ -34,6 +41,18 @@ def world(db, tmp_path, django_user_model, make_project, django_capture_on_commi
         RoleGrant.objects.create(user=users[role], project=lab.project, role=role)
     users["other_lead"] = django_user_model.objects.create_user("other_lead")
     RoleGrant.objects.create(user=users["other_lead"], project=far, role="lead")
+    from governance import tokens
+
+    secrets = {
+        "token:read": tokens.token_create(user=users["lead"], name="read").secret,
+        "token:other_lead": tokens.token_create(
+            user=users["other_lead"], name="far", project=far, role="lead"
+        ).secret,
+    }
+    for role in ("auditor", "reviewer", "lead"):
+        secrets[f"token:{role}"] = tokens.token_create(
+            user=users[role], name=role, project=lab.project, role=role
+        ).secret
     trace = lab.select().trace
     other = lab.select(budget=200).trace
     proposal = Proposal.objects.get(project=lab.project)
@@ -44,6 +63,7 @@ def world(db, tmp_path, django_user_model, make_project, django_capture_on_commi
     return {
         "job": job.pk,
         "users": users,
+        "tokens": secrets,
         "slug": lab.project.slug,
         "corpus": lab.corpus.name,
         "trace": trace.pk,
@@ -152,21 +172,32 @@ def outcome(response) -> str:
     return f"HTTP {response.status_code}"
 
 
+def as_principal(client, world, principal) -> dict:
+    """Sign the client in as `principal` (a session for a role, nothing for a token) and return
+    the headers its requests carry (a token's bearer header)."""
+    client.logout()
+    if principal in TOKENS:
+        return {"Authorization": f"Bearer {world['tokens'][principal]}"}
+    if world["users"][principal] is not None:
+        client.force_login(world["users"][principal])
+    return {}
+
+
 def test_the_role_matrix(world, client):
     cells, wrong = 0, []
     for name, method, url, data, rule in pages(world):
-        for role in ROLES:
-            client.logout()
-            if world["users"][role] is not None:
-                client.force_login(world["users"][role])
-            response = getattr(client, method)(url, data or {})
-            got, expected = outcome(response), rule(role)
+        for principal in PRINCIPALS:
+            headers = as_principal(client, world, principal)
+            response = getattr(client, method)(url, data or {}, headers=headers)
+            # pages are for people: a token signs nobody in, so a page treats it as anonymous
+            expected = rule("anonymous") if principal in TOKENS else rule(principal)
+            got = outcome(response)
             cells += 1
             if got != expected:
-                wrong.append(f"{method.upper()} {name} as {role}: {got}, expected {expected}")
+                wrong.append(f"{method.upper()} {name} as {principal}: {got}, expected {expected}")
     assert not wrong, "\n".join(wrong)
-    print(f"\nrole matrix: {cells} cells checked")
-    assert cells == len(pages(world)) * len(ROLES)
+    print(f"\nrole matrix (pages): {cells} cells checked")
+    assert cells == len(pages(world)) * len(PRINCIPALS)
 
 
 def _named_patterns(resolver, prefix="") -> set[str]:
@@ -185,3 +216,172 @@ def test_every_page_url_is_in_the_matrix(world):
     covered = {name for name, *_ in pages(world)}
     missing = _named_patterns(get_resolver()) - covered
     assert not missing, f"page URLs without a row in the role matrix: {sorted(missing)}"
+
+
+# --- the API: every operation of the OpenAPI schema, and the MCP endpoint ----------------------
+
+READERS = {"auditor", "reviewer", "lead", "token:read", "token:auditor", "token:reviewer", "token:lead"}
+SIGNED = set(PRINCIPALS) - {"anonymous"}  # any session or live token: lists show what each may read
+NOBODY: set[str] = set()  # importing a corpus: a signed-in superuser only, never a token
+
+
+def api_operations(w):
+    """(method, schema path) -> (url, body, principals allowed): the API's expected table."""
+    s, t, o = w["slug"], w["trace"], w["other"]
+    b, p, e, j, c = w["backtest"], w["proposal"], w["evaluation"], w["job"], w["corpus"]
+    v = "/api/v1"
+    return {
+        ("get", f"{v}/health"): (f"{v}/health", None, set(PRINCIPALS)),
+        ("get", f"{v}/projects"): (f"{v}/projects", None, SIGNED),
+        ("get", f"{v}/projects/{{slug}}/frames"): (f"{v}/projects/{s}/frames", None, READERS),
+        ("get", f"{v}/projects/{{slug}}/frames/diff"): (f"{v}/projects/{s}/frames/diff?a=1&b=1", None, READERS),
+        ("get", f"{v}/projects/{{slug}}/frames/{{number}}"): (f"{v}/projects/{s}/frames/1", None, READERS),
+        ("get", f"{v}/audit"): (f"{v}/audit", None, SIGNED),
+        ("post", f"{v}/select"): (f"{v}/select", {"project": s, "query": "Which units matter?"}, READERS),
+        ("get", f"{v}/traces"): (f"{v}/traces", None, SIGNED),
+        ("get", f"{v}/traces/{{trace_id}}"): (f"{v}/traces/{t}", None, READERS),
+        ("get", f"{v}/traces/{{a}}/diff/{{b}}"): (f"{v}/traces/{t}/diff/{o}", None, READERS),
+        ("post", f"{v}/traces/{{trace_id}}/verify"): (f"{v}/traces/{t}/verify", {}, READERS),
+        ("get", f"{v}/traces/{{trace_id}}/counterfactual/{{unit}}"): (
+            f"{v}/traces/{t}/counterfactual/r1", None, READERS,
+        ),
+        # an outcome is an agent's report: any role in the project, not a read-only token
+        ("post", f"{v}/traces/{{trace_id}}/outcomes"): (
+            f"{v}/traces/{t}/outcomes", {"verdict": "helped"}, READERS - {"token:read"},
+        ),
+        ("get", f"{v}/corpora"): (f"{v}/corpora", None, SIGNED),
+        ("post", f"{v}/corpora"): (f"{v}/corpora", "archive", NOBODY),
+        ("get", f"{v}/corpora/{{name}}/evaluations"): (f"{v}/corpora/{c}/evaluations", None, READERS),
+        ("post", f"{v}/corpora/{{name}}/evaluations"): (
+            f"{v}/corpora/{c}/evaluations", {"conditions": ["no-such-condition"]}, {"lead", "token:lead"},
+        ),
+        ("get", f"{v}/evaluations/{{evaluation_id}}"): (f"{v}/evaluations/{e}", None, READERS),
+        ("get", f"{v}/jobs/{{job_id}}"): (f"{v}/jobs/{j}", None, READERS),
+        ("post", f"{v}/proposals"): (
+            f"{v}/proposals", {"project": s, "title": "t", "patch": {"class_pull": 7}}, {"lead", "token:lead"},
+        ),
+        ("get", f"{v}/proposals/{{proposal_id}}"): (f"{v}/proposals/{p}", None, READERS),
+        ("post", f"{v}/proposals/{{proposal_id}}/promotion"): (
+            f"{v}/proposals/{p}/promotion", {}, {"lead", "token:lead"},
+        ),
+        ("get", f"{v}/backtests/{{backtest_id}}"): (f"{v}/backtests/{b}", None, READERS),
+        ("post", f"{v}/backtests/{{backtest_id}}/reviews"): (
+            f"{v}/backtests/{b}/reviews", {"verdict": "approve"}, {"reviewer", "token:reviewer"},
+        ),
+        # the MCP endpoint (not in the schema): tokens only; what a tool may do is access.py's
+        ("post", "/mcp"): ("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, set(TOKENS)),
+    }
+
+
+def api_outcome(response) -> str:
+    if response.status_code == 401:
+        return LOGIN
+    if response.status_code in (403, 404):  # another project's object is not found, or forbidden
+        return DENY
+    if response.status_code in (200, 201, 202, 400, 409, 422):  # past the access check
+        return ALLOW
+    return f"HTTP {response.status_code}"
+
+
+def api_call(client, method, url, body, headers):
+    if body == "archive":
+        from django.core.files.uploadedfile import SimpleUploadedFile
+
+        upload = SimpleUploadedFile("c.tar.gz", b"not an archive", content_type="application/gzip")
+        return client.post(url, {"archive": upload}, headers=headers)
+    if method == "get":
+        return client.get(url, headers=headers)
+    accept = {"Accept": "application/json, text/event-stream"} if url == "/mcp" else {}
+    return client.post(url, body, content_type="application/json", headers={**headers, **accept})
+
+
+def test_the_api_role_matrix(world, client):
+    cells, wrong = 0, []
+    for (method, path), (url, body, allowed) in api_operations(world).items():
+        for principal in PRINCIPALS:
+            headers = as_principal(client, world, principal)
+            response = api_call(client, method, url, body, headers)
+            expected = ALLOW if principal in allowed else (LOGIN if principal == "anonymous" else DENY)
+            if path == "/mcp" and principal in ROLES:
+                expected = LOGIN  # a session is no MCP credential
+            got = api_outcome(response)
+            cells += 1
+            if got != expected:
+                status = response.status_code
+                wrong.append(f"{method.upper()} {path} as {principal}: {got} ({status}), expected {expected}")
+    assert not wrong, "\n".join(wrong)
+    print(f"\nrole matrix (API): {cells} cells checked")
+    assert cells == len(api_operations(world)) * len(PRINCIPALS)
+
+
+def test_every_api_operation_is_in_the_matrix(world):
+    from governance.api_site import api
+
+    schema = api.get_openapi_schema()
+    served = {(method, path) for path, operations in schema["paths"].items() for method in operations}
+    table = {key for key in api_operations(world) if key[1].startswith("/api/")}
+    assert served - table == set(), f"API operations without a row in the role matrix: {sorted(served - table)}"
+    assert table - served == set(), f"rows for API operations that no longer exist: {sorted(table - served)}"
+
+
+# --- every URL pattern, anonymous ---------------------------------------------------------------
+
+# what answers an anonymous request, by pattern; every other pattern sends it to a login page
+# (302) or answers 401, for GET and POST alike
+ANONYMOUS_ANSWERS = {
+    "login/": {200},  # the login form; a POST without credentials shows it again
+    "admin/login/": {200},
+    "admin/logout/": {302},  # Django's admin: to /admin/, which sends to its login page
+    "api/v1/health": {200, 405},  # is the service up; GET only
+    "api/v1/": {404},  # no operation there: a problem document naming nothing
+    "api/v1/<path:rest>": {404},
+}
+
+
+def _all_patterns(resolver, prefix="") -> list[str]:
+    out = []
+    for pattern in resolver.url_patterns:
+        if isinstance(pattern, URLResolver):
+            out += _all_patterns(pattern, prefix + str(pattern.pattern))
+        else:
+            out.append(prefix + str(pattern.pattern))
+    return out
+
+
+def _fill(pattern: str, w) -> str:
+    """A concrete URL for `pattern`, its parameters filled with real ids of the fixture's objects."""
+    import re
+
+    values = {
+        "slug": w["slug"], "name": w["corpus"], "fmt": "json", "unit_uid": "r1", "unit": "r1",
+        "pk": str(w["trace"]), "trace_id": str(w["trace"]), "a": str(w["trace"]), "b": str(w["other"]),
+        "backtest_id": str(w["backtest"]), "proposal_id": str(w["proposal"]), "evaluation_id": str(w["evaluation"]),
+        "job_id": str(w["job"]), "number": "1", "rest": "no-such-operation", "id": str(w["users"]["lead"].pk),
+        "object_id": str(w["users"]["lead"].pk), "content_type_id": "1", "app_label": "auth", "url": "nothing/",
+    }  # fmt: skip
+    url = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: values[m.group(1)], pattern)
+    url = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: values[m.group(1)], url)
+    return "/" + url.replace("^", "").replace("$", "")
+
+
+def test_nothing_but_login_and_health_answers_without_authentication(world, client):
+    patterns = _all_patterns(get_resolver())
+    cells, wrong = 0, []
+    for pattern in patterns:
+        url = _fill(pattern, world)
+        for method in ("get", "post"):
+            client.logout()
+            response = getattr(client, method)(url)
+            status = response.status_code
+            to_login = status == 302 and response["Location"].split("?")[0] in ("/login/", "/admin/login/")
+            cells += 1
+            if pattern in ANONYMOUS_ANSWERS:
+                ok = status in ANONYMOUS_ANSWERS[pattern]
+            else:
+                # 405: a method the URL does not serve is refused before any check, carrying nothing
+                ok = to_login or status in (401, 405)
+            if not ok:
+                where = response.get("Location", "")
+                wrong.append(f"{method.upper()} {url} ({pattern}) anonymous: HTTP {status} {where}")
+    assert not wrong, "\n".join(wrong)
+    print(f"\nrole matrix (every URL pattern, anonymous): {len(patterns)} patterns, {cells} cells checked")

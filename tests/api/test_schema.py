@@ -46,6 +46,11 @@ ENDPOINTS = {
 
 
 def _served_schema(client) -> dict:
+    """The schema as a signed-in user reads it (it answers no one else: test_role_matrix.py)."""
+    from django.contrib.auth import get_user_model
+
+    reader, _ = get_user_model().objects.get_or_create(username="schema-reader")
+    client.force_login(reader)
     response = client.get(f"{API}/openapi.json")
     assert response.status_code == 200
     return response.json()
@@ -77,6 +82,7 @@ def test_errors_are_documented_as_problem_details(client, db):
 
 
 def test_docs_are_served_from_local_static_files(client, db):
+    _served_schema(client)  # signs in
     page = client.get(f"{API}/docs").content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page
     assert "cdn" not in page.lower() and "unpkg" not in page.lower()
@@ -113,7 +119,9 @@ def _fuzz(schemathesis, application, token):
     from hypothesis import HealthCheck, Phase, given, settings
     from schemathesis import checks as st_checks
 
-    schema = schemathesis.openapi.from_wsgi(f"{API}/openapi.json", application)
+    schema = schemathesis.openapi.from_wsgi(
+        f"{API}/openapi.json", application, headers={"Authorization": f"Bearer {token}"}
+    )
     chosen = [
         st_checks.not_a_server_error,
         st_checks.status_code_conformance,

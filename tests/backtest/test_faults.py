@@ -1,4 +1,6 @@
-"""Faults with real processes: a worker SIGKILLed in the middle of a backtest loses nothing.
+"""Faults with real processes: a worker SIGKILLed in the middle of a backtest loses nothing; a
+broker stopped and restarted in the middle of one loses nothing, or the backtest fails visibly and
+a lead's re-run completes it.
 
 The killed worker's unacknowledged replay returns to the queue after the broker's visibility
 timeout (short here, FG_VISIBILITY_TIMEOUT); a fresh worker finishes the backtest, and every task
@@ -17,7 +19,7 @@ import uuid
 import pytest
 
 from backtest import services
-from backtest.models import BacktestStatus, TaskReplay
+from backtest.models import Backtest, BacktestStatus, TaskReplay
 
 from .conftest import ROOT, WORKER_START_TIMEOUT, _answers, proposal, wait_finished
 
@@ -100,3 +102,58 @@ def test_a_worker_killed_mid_backtest_loses_nothing(sift, tmp_path):
         stop(first)
         if second is not None:
             stop(second)
+
+
+STALE_SECONDS = 25  # the stale rule's limit in this test: well past a replay's time, well under a minute
+
+
+def test_a_broker_restarted_mid_backtest_loses_nothing_or_fails_visibly_and_reruns(
+    sift, sift_users, tmp_path, settings
+):
+    """Stop the embedded redis in the middle of a backtest and start it again (it keeps nothing:
+    no snapshot, no append-only file). Either the backtest still finishes with exactly one replay
+    per task and side, or it is marked failed with its reason and a lead's re-run finishes so."""
+    from governance import embedded
+    from governance.celery import app
+
+    settings.FG_BACKTEST_STALE_SECONDS = STALE_SECONDS
+    queue = f"fg-fault-{uuid.uuid4().hex[:8]}"
+    default_queue = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+    log = tmp_path / "workers.log"
+    worker, _ = start_worker(queue, log)
+    try:
+        backtest = services.backtest_enqueue(proposal=proposal("all-three"), requested_by=None)
+        total = 2 * len(backtest.task_ids)
+        deadline = time.monotonic() + 120
+        while TaskReplay.objects.filter(backtest=backtest).count() < 3:
+            assert time.monotonic() < deadline, "the worker made no progress"
+            time.sleep(0.05)
+        embedded.stop_redis()
+        at_stop = TaskReplay.objects.filter(backtest=backtest).count()
+        time.sleep(2)
+        embedded.ensure_redis()
+        assert at_stop < total, "the backtest finished before the broker could be stopped"
+
+        deadline = time.monotonic() + 4 * STALE_SECONDS
+        while True:  # what a user watching its page sees: it finishes, or it is marked failed
+            backtest = services.backtest_fail_if_stale(backtest=Backtest.objects.get(pk=backtest.pk))
+            if backtest.status in (BacktestStatus.FINISHED, BacktestStatus.ERROR):
+                break
+            assert time.monotonic() < deadline, f"still {backtest.status} with no verdict"
+            time.sleep(0.5)
+        outcome = backtest.status
+        if outcome == BacktestStatus.ERROR:
+            assert backtest.error, "a failed backtest says why"
+            print(f"\nbroker restarted after {at_stop} of {total} replays; failed visibly: {backtest.error}")
+            backtest = services.backtest_rerun(backtest=backtest, lead=sift_users["lead"])
+            backtest = wait_finished(backtest.pk, timeout=240)
+        assert backtest.status == BacktestStatus.FINISHED, backtest.error
+        pairs = list(TaskReplay.objects.filter(backtest=backtest).values_list("task_id", "side"))
+        assert len(pairs) == total == len(set(pairs))
+        assert {task for task, _side in pairs} == set(backtest.task_ids)
+        print(f"broker restart: {outcome} first; finished with {len(pairs)} replays, none twice, none lost")
+    finally:
+        app.conf.task_default_queue = default_queue
+        embedded.ensure_redis()
+        stop(worker)
