@@ -54,6 +54,9 @@ def test_a_finished_backtest_shows_each_gate_with_its_reason_and_stops_polling(c
     for gate in decision.gate_results:
         assert gate["reason"] in html
     assert html.count('class="gate ') == 4
+    # a gate whose metric did not move says so in words
+    flat = [g for g in decision.gate_results if g.get("delta") is not None and abs(g["delta"]) <= 1e-9]
+    assert flat and html.count(">no change</td>") == len(flat)
     assert 'id="delta-chart"' in html and 'id="delta-chart-data"' in html
     assert html.count("<tr data-task=") == 10
     assert reverse("proposal-review", args=[backtest.proposal_id]) in html  # a reviewer gets the form

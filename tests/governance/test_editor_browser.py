@@ -47,7 +47,9 @@ def test_chips_reorder_by_keyboard_and_the_patch_follows(project, users, browser
 def _patch(browser) -> dict:
     import json
 
-    text = browser.execute_script("const e = document.getElementById('patch-preview-json'); return e ? e.textContent : '';")
+    text = browser.execute_script(
+        "const e = document.getElementById('patch-preview-json'); return e ? e.textContent : '';"
+    )
     return json.loads(text) if text else {}
 
 
@@ -135,7 +137,8 @@ def test_keyboard_only_reorders_a_class_adds_a_cue_and_the_live_patch_follows(
     css(browser, "#id_gate_require_interval").send_keys(Keys.SPACE)
     wait_for(
         browser,
-        lambda d: _patch(d).get("gates", {}).get("require_interval") is True and len(_patch(d)["gates"].get("limits", [])) == 2,
+        lambda d: (gates := _patch(d).get("gates", {})).get("require_interval") is True
+        and len(gates.get("limits", [])) == 2,
         message="class pull, scope, the interval and the limit in the patch",
     )
     patch = _patch(browser)

@@ -254,8 +254,10 @@ def test_trace_page_shows_frames_policy_bundle_and_ledger(lab, auditor_client):
     assert 'id="item-r1"' in bundle
     assert "folds restatements: <code>n1</code>" in bundle
     assert "Supersession: R0, superseded by R1" in bundle
-    # charts load the vendored plotly.js, never a CDN
-    assert "/static/vendor/plotly/plotly-basic-3.7.0.min.js" in html and "cdn" not in html.lower()
+    # charts load the vendored plotly.js, never a CDN, and only when a chart nears the screen: the
+    # page itself loads no plotly (a first visit that stays at the top downloads none)
+    assert 'data-plotly="/static/vendor/plotly/plotly-basic-3.7.0.min.js"' in html and "cdn" not in html.lower()
+    assert '<script src="/static/vendor/plotly' not in html
     assert 'id="signal-data"' in html and 'id="stage-data"' in html
 
 
