@@ -12,9 +12,13 @@ run through services.selection_run with a wider pool and written through service
 
 from __future__ import annotations
 
+import gzip
+import re
 import time
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.staticfiles import finders
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -87,7 +91,25 @@ def time_page(client: Client, url: str, runs: int) -> dict:
         response = client.get(url)
     out = summary(samples)
     out.update(bytes=len(response.content), queries=len(queries.captured_queries))
+    out.update(first_visit(response.content))
     return out
+
+
+ASSET = re.compile(rb'(?:src|href)="/?' + re.escape(settings.STATIC_URL.strip("/").encode()) + rb'/([^"?#]+)"')
+
+
+def first_visit(html: bytes) -> dict:
+    """What a first visit transfers: the page and the static scripts and styles it names, raw and
+    gzipped (what a compressing server or CDN sends); a later visit has the assets cached."""
+    raw, packed = len(html), len(gzip.compress(html))
+    for name in dict.fromkeys(m.decode() for m in ASSET.findall(html)):
+        path = finders.find(name)
+        if path is None:
+            continue
+        with open(path, "rb") as asset:
+            data = asset.read()
+        raw, packed = raw + len(data), packed + len(gzip.compress(data))
+    return {"first_visit_bytes": raw, "first_visit_gzip_bytes": packed}
 
 
 def time_pages(stored: StoredBench, runs: int) -> dict:

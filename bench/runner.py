@@ -167,7 +167,9 @@ def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say) -> dict:
         for name, page in pages.items():
             shown = {k: page[k] for k in ("candidates", "runs", "entries", "traces") if k in page}
             say(f"[{bench.size}] page {name} ({', '.join(f'{v} {k}' for k, v in shown.items())}): "
-                f"p50 {page['p50_ms']} ms, p95 {page['p95_ms']} ms, {page['bytes']} bytes, "
+                f"p50 {page['p50_ms']} ms, p95 {page['p95_ms']} ms, {page['bytes']} bytes (first "
+                f"visit with its assets {page['first_visit_bytes']}, gzipped "
+                f"{page['first_visit_gzip_bytes']}), "
                 f"{page['queries']} queries")
         if pages["evaluation"]["run_s"] is not None:
             say(f"[{bench.size}] the evaluation the page shows ran in {pages['evaluation']['run_s']} s")

@@ -63,6 +63,7 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     for page in pages.values():
         assert 0 < page["p50_ms"] <= page["p95_ms"] and page["n"] == 2
         assert page["bytes"] > 0 and page["queries"] > 0
+        assert page["first_visit_bytes"] > page["bytes"] and 0 < page["first_visit_gzip_bytes"]
     assert pages["trace"]["candidates"] > 40  # a wider pool than the engine's default
     assert pages["evaluation"]["runs"] > 0 and pages["evaluation"]["run_s"] > 0
     assert pages["audit_log"]["entries"] > 0 and pages["trace_history"]["traces"] > 0
