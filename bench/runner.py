@@ -7,6 +7,8 @@ issue 7's targets checked against it. Each part lives in its own module, by what
   end_to_end          selection.services.run_selection with embeddings and the durable trace write
   backtest_throughput backtest.services.replay_one in forked workers
   import_rate         selection.importing.corpus_import with real embeddings, rolled back
+  pages               the trace page (~200 candidates), the evaluation page, the audit log and the
+                      trace history through Django's test client, warm: time, bytes, SQL queries
 
 Timings are wall-clock medians and 95th percentiles over repeated requests (the synthetic tasks,
 cycled); stage times come from the StageTimings the engine and the services fill in.
@@ -29,6 +31,7 @@ from .database import bench_corpus
 from .end_to_end import time_service
 from .generator import SyntheticCorpus, generate
 from .import_rate import time_import
+from .pages import time_pages
 from .reference import time_reference
 from .selection_latency import dense_recall, engine_requests, time_selection
 from .stats import machine, peak_rss_mb
@@ -62,6 +65,7 @@ class BenchOptions:
     e2e_runs: int = 40
     workers: tuple[int, ...] = (1, 2)
     import_units: int = 10_000  # units imported with the real model, once per run (first size)
+    page_runs: int = 20  # timed requests per page (0: the pages part is skipped)
     blas_threads: int | None = 1
     dense_threshold: int | None = IVF_THRESHOLD
     extra: dict = field(default_factory=dict)
@@ -114,6 +118,10 @@ def run_size(size: int, options: BenchOptions, say: Callable[[str], None]) -> di
                 "writing and loading the corpus would dominate the run")
         out["database_note"] = note
         say(f"[{size}] {note}")
+    else:
+        note = "database parts (end to end, backtest, import, pages) skipped: --no-db"
+        out["database_note"] = note
+        say(f"[{size}] {note}")
     del index, bench
     out["peak_rss_mb"] = peak_rss_mb()
     say(f"[{size}] peak RSS so far {out['peak_rss_mb']} MB")
@@ -154,6 +162,17 @@ def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say) -> dict:
             f"({imported['units']} units in {imported['seconds']} s, embedding "
             f"{imported['embedding_s']} s; the model alone {imported['raw_encode_units_per_s']} units/s, "
             f"ratio {imported['ratio_to_raw_encode']})")
+    if options.page_runs > 0:
+        out["pages"] = pages = time_pages(stored, options.page_runs)
+        for name, page in pages.items():
+            shown = {k: page[k] for k in ("candidates", "runs", "entries", "traces") if k in page}
+            say(f"[{bench.size}] page {name} ({', '.join(f'{v} {k}' for k, v in shown.items())}): "
+                f"p50 {page['p50_ms']} ms, p95 {page['p95_ms']} ms, {page['bytes']} bytes (first "
+                f"visit with its assets {page['first_visit_bytes']}, gzipped "
+                f"{page['first_visit_gzip_bytes']}), "
+                f"{page['queries']} queries")
+        if pages["evaluation"]["run_s"] is not None:
+            say(f"[{bench.size}] the evaluation the page shows ran in {pages['evaluation']['run_s']} s")
     return out
 
 

@@ -15,6 +15,7 @@ import pytest
 from django.core.management import call_command
 
 import bench
+from authority.models import RoleGrant
 from bench.generator import generate
 from bench.reference import ReferenceRetriever, StrongReferenceRetriever
 from selection.engine.index import CorpusIndex, IvfSearcher, NumpyExactSearcher
@@ -30,7 +31,7 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     path = tmp_path / "bench.json"
     call_command(
         "bench", sizes=str(SIZE), json_path=str(path), samples=12, reference_queries=3,
-        e2e_runs=3, tasks=8, import_units=SIZE,
+        e2e_runs=3, tasks=8, import_units=SIZE, page_runs=2,
     )
     doc = json.loads(path.read_text())
     entry = doc["sizes"][str(SIZE)]
@@ -57,18 +58,32 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert e2e["index_build_s"] >= 0 and e2e["index_load_s"] >= 0 and e2e["index_cached"] is True
     assert entry["import"]["units"] == SIZE and entry["import"]["units_per_s"] > 0
     assert entry["import"]["ratio_to_raw_encode"] > 0 and entry["import"]["raw_encode_units_per_s"] > 0
+    pages = entry["pages"]
+    assert set(pages) == {"trace", "evaluation", "audit_log", "trace_history"}
+    for page in pages.values():
+        assert 0 < page["p50_ms"] <= page["p95_ms"] and page["n"] == 2
+        assert page["bytes"] > 0 and page["queries"] > 0
+        assert page["first_visit_bytes"] > page["bytes"] and 0 < page["first_visit_gzip_bytes"]
+    assert pages["trace"]["candidates"] > 40  # a wider pool than the engine's default
+    assert pages["evaluation"]["runs"] > 0 and pages["evaluation"]["run_s"] > 0
+    assert pages["audit_log"]["entries"] > 0 and pages["trace_history"]["traces"] > 0
     assert entry["peak_rss_mb"] > 0
     assert {check["target"] for check in doc["targets"]} >= {
         "import units/s with embeddings (300 units)", f"C6 p50 / strong reference p50 at {SIZE}"}
     out = capsys.readouterr().out
     assert "ours/reference" in out and "ours/strong" in out and "backtest, 2 worker(s)" in out
     assert "loaded by a fresh process in" in out
+    assert "page trace (" in out and "page trace_history (" in out
 
     # a second run reuses the stored corpus instead of writing it again
     call_command("bench", sizes=str(SIZE), json_path=str(path), samples=4, reference_queries=1,
-                 e2e_runs=1, tasks=8, import_units=0, workers="1")
+                 e2e_runs=1, tasks=8, import_units=0, workers="1", page_runs=1)
     again = json.loads(path.read_text())["sizes"][str(SIZE)]
     assert again["database_corpus"]["reused"] is True
+    # the evaluation is reused too, and the viewer's roles are not granted twice
+    assert again["pages"]["evaluation"]["run_s"] is None
+    assert sorted(RoleGrant.objects.filter(user__username="bench-pages").values_list("role", flat=True)) \
+        == ["auditor", "lead"]
     assert "import" not in again
 
 

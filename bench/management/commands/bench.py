@@ -23,7 +23,7 @@ def _sizes(value: str) -> tuple[int, ...]:
 class Command(BaseCommand):
     help = (
         "Time selection (C0, C4, C6), the rank_bm25 reference, the service end to end, backtest "
-        "replays and import over generated corpora; print the figures and optionally write JSON."
+        "replays, import and the main pages over generated corpora; print the figures and optionally write JSON."
     )
 
     def add_arguments(self, parser):
@@ -37,6 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--workers", default="1,2", help="backtest worker process counts")
         parser.add_argument("--import-units", type=int, default=10_000,
                             help="units imported (with real embeddings) to time import, once per run")
+        parser.add_argument("--page-runs", type=int, default=20,
+                            help="timed requests per page (trace, evaluation, audit log, trace "
+                                 "history); 0 skips the pages; needs the database parts")
         parser.add_argument("--db-max-size", type=int, default=100_000,
                             help="skip the database parts above this size")
         parser.add_argument("--no-db", action="store_true", help="engine and reference only")
@@ -57,6 +60,7 @@ class Command(BaseCommand):
             e2e_runs=opts["e2e_runs"],
             workers=tuple(int(w) for w in opts["workers"].split(",") if w.strip()),
             import_units=opts["import_units"],
+            page_runs=opts["page_runs"],
             db_max_size=opts["db_max_size"],
             database=not opts["no_db"],
             blas_threads=opts["blas_threads"] or None,
