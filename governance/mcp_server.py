@@ -136,12 +136,13 @@ def build_server() -> MCPServer:
     @server.tool()
     def report_outcome(
         trace_id: int,
-        verdict: Literal["helped", "partial", "missed", "harmful"],
+        verdict: Literal["helped", "partial", "missed", "harmful", "failed"],
         note: str = "",
         missing_units: list[str] | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        """Report how the bundle of a trace served the work: helped, partial, missed or harmful."""
+        """Report how the bundle of a trace served the work: helped, partial, missed, harmful, or
+        failed (the answer failed although the evidence was present)."""
 
         def run(user):
             outcome = serving.outcome_report(

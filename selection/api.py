@@ -514,7 +514,9 @@ def counterfactual_document(trace, unit: str, *, user) -> dict:
 
 
 class OutcomeIn(Schema):
-    verdict: Literal["helped", "partial", "missed", "harmful"]
+    verdict: Literal["helped", "partial", "missed", "harmful", "failed"] = Field(
+        description="failed: the answer failed although the evidence was present (attributed E6)"
+    )
     note: Text = Field("", max_length=MAX_TEXT)
     missing_units: list[Text] = Field(default_factory=list, max_length=200, description="unit ids the work lacked")
 
@@ -548,7 +550,8 @@ def outcome_document(outcome) -> dict:
     summary="Report how a bundle served the work",
 )
 def trace_outcome(request, trace_id: Id, body: OutcomeIn):
-    """An agent's feedback on a bundle it used: helped, partial, missed (lacked something) or harmful."""
+    """An agent's feedback on a bundle it used: helped, partial, missed (lacked something),
+    harmful, or failed (the answer failed on good evidence: E6)."""
     outcome = serving.outcome_report(
         user=request.auth, trace_id=trace_id, verdict=body.verdict, note=body.note, missing_units=body.missing_units
     )

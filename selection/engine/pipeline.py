@@ -13,7 +13,7 @@ from . import signals as sig
 from .budget import admit_within_budget
 from .coalesce import coalesce, one_item_each
 from .conditions import Condition, effective_condition, get_condition
-from .index import TOKENISER, CorpusIndex
+from .index import CorpusIndex
 from .policy import (
     Working,
     apply_eligibility,
@@ -22,29 +22,24 @@ from .policy import (
     rank,
     work_type_preferences,
 )
-from .reason_codes import REASON_DISPOSITION, Disposition, ReasonCode, Stage
+from .reason_codes import ReasonCode, Stage
+from .records import own_relevance, retrieval_parts, retriever_config
+from .records import records as candidate_records
 from .render import render_bundle
-from .retrieval import Pool, QueryHits, build_pool, search
-from .routing.codes import LocalCode, RouteCode
+from .retrieval import Pool, build_pool, search
 from .routing.report import strict_refusal
 from .routing.route import route, structural_conflicts
 from .routing.types import RoutingReport
 from .timings import StageTimings, TimedStage, timed
 from .types import (
     SIGNAL_NAMES,
-    BudgetState,
     BundleItem,
-    CandidateRecord,
     CoalescingOp,
     ContextBundle,
     ContextTrace,
-    Effect,
     EngineConfig,
-    RetrievalRecord,
-    RetrieverConfig,
     SelectionRequest,
     SelectionResult,
-    Signals,
     StageSummary,
     Unit,
 )
@@ -163,7 +158,7 @@ def select(
                 return _refused(request, index, config, named, condition, note, work, standpoint, routing, why)
 
     with timed(timings, TimedStage.TRACE_RECORDS):
-        records = _records(candidates, pool, routing)
+        records = candidate_records(candidates, pool, routing)
     trace = _context_trace(
         request, index, config, named, condition, note, work, standpoint, routing, pool,
         budget_tokens=budget,
@@ -214,7 +209,7 @@ def _context_trace(request, index, config, named, condition, note, work, standpo
         query=request.query,
         standpoint=standpoint,
         config=config,
-        retriever=_retriever_config(index, request, pool, config),
+        retriever=retriever_config(index, request, pool, config),
         routing=routing,
         **decided,
     )
@@ -291,7 +286,7 @@ def _ladder(
         c.retrieval_rank = r
     positions = np.asarray(order, dtype=np.int64)
     jaccard = _compute_signals(candidates, positions, index, request, standpoint, scope, pool)
-    _retrieval_parts(candidates, pool, config.rrf_k)
+    retrieval_parts(candidates, pool, config.rrf_k)
     stages = [
         StageSummary(
             Stage.RETRIEVAL.value,
@@ -495,8 +490,8 @@ def _compute_signals(
     loop_weight = sig.open_loop_weight(frame, work.work_type)
     reference = standpoint or index.newest
     pool_ids = frozenset(c.uid for c in candidates)
-    own_query = _own_relevance(pool.query if pool else None)
-    own_objective = _own_relevance(pool.objective if pool else None)
+    own_query = own_relevance(pool.query if pool else None)
+    own_objective = own_relevance(pool.objective if pool else None)
     for i, c in enumerate(candidates):
         u = c.unit
         c.signals = {
@@ -512,188 +507,3 @@ def _compute_signals(
             "redundancy": round(float(redundancy[i]), 6),
         }
     return jaccard
-
-
-def _own_relevance(hits: QueryHits | None) -> dict[int, float]:
-    """Position -> 1 - (rank - 1) / n in one text's own fused list (the query's or the objective's)."""
-    if hits is None or not hits.fused:
-        return {}
-    n = len(hits.fused)
-    return {pos: round(1.0 - i / n, 6) for i, (pos, _) in enumerate(hits.fused)}
-
-
-def _retrieval_parts(candidates: Sequence[Working], pool: Pool, rrf_k: int) -> None:
-    """What each candidate's retrieval score (query_score) is made of: the query's and the
-    objective's RRF terms in proportion (C4+ fuses the two lists), or the pull that added it."""
-    query = {p: r for r, (p, _) in enumerate(pool.query.fused, start=1)} if pool.query else {}
-    objective = (
-        {p: r for r, (p, _) in enumerate(pool.objective.fused, start=1)} if pool.objective else {}
-    )
-    for c in candidates:
-        if c.pos not in pool.fused:
-            c.base_parts = (("pull", Effect.PULLED, 1.0, pool.pulled_by.get(c.pos, "")),)
-            continue
-        if pool.objective is None:
-            c.base_parts = (("query_relevance", Effect.FUSED, 1.0, "the query's fused list alone"),)
-            continue
-        q = 1.0 / (rrf_k + query[c.pos]) if c.pos in query else 0.0
-        o = 1.0 / (rrf_k + objective[c.pos]) if c.pos in objective else 0.0
-        parts = []
-        if q:
-            parts.append(("query_relevance", Effect.FUSED, q / (q + o), f"rrf share {q / (q + o):.3f}"))
-        if o:
-            parts.append(("objective_relevance", Effect.FUSED, o / (q + o), f"rrf share {o / (q + o):.3f}"))
-        c.base_parts = tuple(parts)
-
-
-def _hit(hits: QueryHits | None, ranks: dict[int, int] | None, pos: int, dense: bool):
-    if hits is None:
-        return None, None
-    if dense:
-        if hits.dense is None:
-            return None, None
-        return hits.dense.score(pos), ranks.get(pos)
-    return float(hits.bm25[pos]), ranks.get(pos)
-
-
-def _records(
-    candidates: Sequence[Working], pool: Pool, routing: RoutingReport | None = None
-) -> tuple[CandidateRecord, ...]:
-    routed = {d.unit: d.reason for d in routing.dispositions} if routing else {}
-    local = {d.unit for d in routing.local} if routing else set()
-    envelope = frozenset(routing.envelope) if routing else frozenset()
-    positions = [c.pos for c in candidates if c.pos >= 0]
-    for hits in (pool.query, pool.objective):
-        if hits is not None and hits.dense is not None:
-            hits.dense.prefetch(positions)
-    maps = (
-        pool.query.rank_maps() if pool.query else ({}, {}, {}),
-        pool.objective.rank_maps() if pool.objective else ({}, {}, {}),
-    )
-    return tuple(
-        _envelope_record(c, pool, routed.get(c.uid), c.uid in local)
-        if c.uid in envelope and c.pool_rank == 0
-        else _record(c, pool, maps)
-        for c in candidates
-    )
-
-
-def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool) -> CandidateRecord:
-    """A routed unit's record: its route code when admitted, OMIT_BUDGET when it did not fit."""
-    admitted = c.reason is not ReasonCode.BUDGET_EXHAUSTED
-    if admitted:
-        reason = LocalCode.LOCAL_ADDED.value if local else (route_code or RouteCode.ROUTE_EXPLICIT.value)
-    else:
-        reason = RouteCode.OMIT_BUDGET.value
-    bm25 = float(pool.query.bm25[c.pos]) if pool.query is not None and c.pos >= 0 else 0.0
-    return CandidateRecord(
-        unit_id=c.uid,
-        project=c.unit.project,
-        evidence_class=c.unit.evidence_class,
-        unit_tokens=c.unit.tokens,
-        retrieval=RetrievalRecord(
-            sources=("local" if local else "routing",),
-            pool_rank=0,
-            retrieval_rank=0,
-            query_score=0.0,
-            fused_score=None,
-            fused_rank=None,
-            bm25_score=bm25,
-            bm25_rank=None,
-            dense_score=None,
-            dense_rank=None,
-            pulled_by="routing",
-        ),
-        signals=Signals(**{name: float(c.signals[name]) for name in SIGNAL_NAMES}),
-        eligibility=(),
-        eligible=True,
-        bucket=0,
-        rank_score=0.0,
-        rank=c.rank,
-        stage=Stage.ROUTING.value if admitted else Stage.BUDGET.value,
-        reason_code=reason,
-        disposition=(Disposition.ADMITTED if admitted else Disposition.BUDGET_OMITTED).value,
-        budget=BudgetState(spent=c.budget[0], remaining=c.budget[1]),
-        item_id=c.item_id,
-    )
-
-
-def _record(c: Working, pool: Pool, maps) -> CandidateRecord:
-    (q_lex, q_dense, q_fused), (o_lex, o_dense, o_fused) = maps
-    sources = []
-    if c.pos in q_lex:
-        sources.append("bm25")
-    if c.pos in q_dense:
-        sources.append("dense")
-    if c.pos in o_lex:
-        sources.append("objective_bm25")
-    if c.pos in o_dense:
-        sources.append("objective_dense")
-    pulled = pool.pulled_by.get(c.pos)
-    if pulled:
-        sources.append(pulled.split(":", 1)[0])
-    bm25_score, bm25_rank = _hit(pool.query, q_lex, c.pos, False)
-    dense_score, dense_rank = _hit(pool.query, q_dense, c.pos, True)
-    obm25_score, obm25_rank = _hit(pool.objective, o_lex, c.pos, False)
-    odense_score, odense_rank = _hit(pool.objective, o_dense, c.pos, True)
-    fused = pool.fused.get(c.pos)
-    retrieval = RetrievalRecord(
-        sources=tuple(sources),
-        pool_rank=c.pool_rank,
-        retrieval_rank=c.retrieval_rank,
-        query_score=round(c.query_score, 6),
-        fused_score=fused[0] if fused else None,
-        fused_rank=fused[1] if fused else None,
-        bm25_score=bm25_score if bm25_score is not None else 0.0,
-        bm25_rank=bm25_rank,
-        dense_score=dense_score,
-        dense_rank=dense_rank,
-        objective_bm25_score=obm25_score,
-        objective_bm25_rank=obm25_rank,
-        objective_dense_score=odense_score,
-        objective_dense_rank=odense_rank,
-        query_fused_rank=q_fused.get(c.pos),
-        objective_fused_rank=o_fused.get(c.pos),
-        pulled_by=pulled,
-    )
-    reason = c.reason
-    assert reason is not None, f"{c.uid} left the pipeline without a decision"
-    return CandidateRecord(
-        unit_id=c.uid,
-        project=c.unit.project,
-        evidence_class=c.unit.evidence_class,
-        unit_tokens=c.unit.tokens,
-        retrieval=retrieval,
-        signals=Signals(**{name: float(c.signals[name]) for name in SIGNAL_NAMES}),
-        eligibility=tuple(c.checks),
-        eligible=c.eligible,
-        bucket=c.bucket,
-        rank_score=c.rank_score,
-        rank=c.rank,
-        stage=c.stage,
-        reason_code=reason.value,
-        disposition=REASON_DISPOSITION[reason].value,
-        budget=BudgetState(spent=c.budget[0], remaining=c.budget[1]),
-        item_id=c.item_id,
-        redundancy_with_admitted=c.redundancy_admitted,
-        noted_on=c.noted_on,
-        contributions=c.contributions if c.eligible else (),
-        stop_note=c.stop_note,
-    )
-
-
-def _retriever_config(
-    index: CorpusIndex, request: SelectionRequest, pool: Pool, config: EngineConfig
-) -> RetrieverConfig:
-    dense_used = index.dense is not None and request.query_vector is not None
-    return RetrieverConfig(
-        tokeniser=TOKENISER,
-        bm25=index.bm25.describe(),
-        dense=index.dense.name if dense_used else "none",
-        dense_dimension=index.dense.dimension if dense_used else None,
-        fusion=f"rrf(k={config.rrf_k})"
-        if dense_used
-        else f"bm25-only(1/(k+rank), k={config.rrf_k})",
-        corpus_size=len(index),
-        corpus_digest=index.digest,
-    )

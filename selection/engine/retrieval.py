@@ -38,6 +38,7 @@ class QueryHits:
     dense: DenseHits | None  # top positions and any unit's cosine; None without a vector
     dense_top: np.ndarray
     fused: list[tuple[int, float]]  # truncated to the pool size
+    skipped: frozenset[int] = frozenset()  # out-of-scope hits the scoped search left out
 
     def rank_maps(self) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
         lexical = {int(p): r for r, p in enumerate(self.lexical, start=1)}
@@ -47,11 +48,26 @@ class QueryHits:
 
 
 def search(
-    index: CorpusIndex, text: str, vector, config: EngineConfig, dense: np.ndarray | None = None
+    index: CorpusIndex,
+    text: str,
+    vector,
+    config: EngineConfig,
+    dense: np.ndarray | None = None,
+    allowed: np.ndarray | None = None,
 ) -> QueryHits:
-    """BM25 and dense hits for one text; `dense` may pass every cosine, computed elsewhere."""
+    """BM25 and dense hits for one text; `dense` may pass every cosine, computed elsewhere.
+
+    With `allowed` (a boolean mask over positions: the frame's scope), both retrievers rank only
+    allowed units, so out-of-scope hits never take a place in the pool; `skipped` holds the
+    out-of-scope units the unrestricted lists would have held."""
     bm25 = index.bm25.scores(tokenise(text))
-    lexical = top_k(bm25, config.lexical_k, positive_only=True)
+    skipped: set[int] = set()
+    if allowed is None:
+        lexical = top_k(bm25, config.lexical_k, positive_only=True)
+    else:
+        unrestricted = top_k(bm25, config.lexical_k, positive_only=True)
+        skipped.update(int(p) for p in unrestricted if not allowed[p])
+        lexical = top_k(np.where(allowed, bm25, 0.0), config.lexical_k, positive_only=True)
     hits: DenseHits | None = None
     if dense is not None:
         hits = DenseHits(top_k(dense, config.dense_k), full=dense)
@@ -63,6 +79,12 @@ def search(
         else:
             full = np.asarray(searcher.scores(query))
             hits = DenseHits(top_k(full, config.dense_k), full=full)
+        if allowed is not None:
+            skipped.update(int(p) for p in hits.top if not allowed[p])
+            hits = _in_scope(searcher, query, hits, allowed, config.dense_k)
+    if hits is not None and allowed is not None and dense is not None:
+        skipped.update(int(p) for p in hits.top if not allowed[p])
+        hits = hits.with_top(_masked_top(dense, allowed, config.dense_k))
     if hits is not None:
         dense_top = hits.top
         fused = rrf([lexical.tolist(), dense_top.tolist()], config.rrf_k)
@@ -71,7 +93,29 @@ def search(
         fused = [
             (int(p), 1.0 / (config.rrf_k + r)) for r, p in enumerate(lexical.tolist(), start=1)
         ]
-    return QueryHits(bm25, lexical, hits, dense_top, fused[: config.pool_size])
+    return QueryHits(bm25, lexical, hits, dense_top, fused[: config.pool_size], frozenset(skipped))
+
+
+def _masked_top(full: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
+    """The k best allowed positions by cosine (position order breaks ties)."""
+    masked = np.where(allowed, full, -np.inf)
+    top = top_k(masked, k)
+    return top[np.isfinite(masked[top])]
+
+
+def _in_scope(searcher, query: np.ndarray, hits: DenseHits, allowed: np.ndarray, k: int) -> DenseHits:
+    """Dense hits restricted to allowed positions: exact searchers rank every allowed cosine; an
+    approximate one is asked for 4x more hits at a time until k allowed ones are found or the
+    corpus is exhausted."""
+    if hits.full is not None:
+        return hits.with_top(_masked_top(hits.full, allowed, k))
+    want, size = k, int(getattr(searcher, "size", allowed.size))
+    while True:
+        top = [int(p) for p in hits.top if allowed[p]]
+        if len(top) >= k or want >= size:
+            return hits.with_top(np.asarray(top[:k], dtype=np.int64))
+        want = min(want * 4, size)
+        hits = searcher.search(query, want)
 
 
 def by_relevance(pool: Pool, positions: Sequence[int]) -> list[int]:
@@ -130,11 +174,16 @@ def build_pool(
     pool = Pool()
     expand = condition.objective_expansion and bool(objective.strip())
     # two matrix-vector scans: measured faster with OpenBLAS than one skinny (N, d) @ (d, 2) product
-    primary = search(index, query, query_vector, config)
+    allowed = (
+        index.scope_mask(scope) if condition.scope_filter and config.scope_at_retrieval else None
+    )
+    primary = search(index, query, query_vector, config, allowed=allowed)
     pool.query = primary
     fused = primary.fused
+    skipped = set(primary.skipped)
     if expand:
-        secondary = search(index, objective, objective_vector, config)
+        secondary = search(index, objective, objective_vector, config, allowed=allowed)
+        skipped |= secondary.skipped
         pool.objective = secondary
         fused = rrf([[p for p, _ in primary.fused], [p for p, _ in secondary.fused]], config.rrf_k)
         fused = fused[: config.pool_size]
@@ -143,6 +192,8 @@ def build_pool(
         pool.add(pos, 1.0 - i / n)
         pool.fused[pos] = (score, i + 1)
     pool.counts["retrieved"] = n
+    if allowed is not None:
+        pool.counts["out_of_scope_skipped"] = len(skipped)
 
     if condition.recency:
         added = 0

@@ -98,6 +98,7 @@ class CorpusIndex:
             refuted_by=_invert([(t, u.id) for u in self.units for t in u.refutes]),
             supported_by=_invert([(t, u.id) for u in self.units for t in u.supports]),
         )
+        self._scope_masks: dict[tuple[str, ...], np.ndarray] = {}
         open_by: dict[str, list[int]] = {}
         for pos, u in enumerate(self.units):
             if u.is_open_loop:
@@ -153,6 +154,16 @@ class CorpusIndex:
 
     def __len__(self) -> int:
         return len(self.units)
+
+    def scope_mask(self, scope: frozenset[str]) -> np.ndarray:
+        """Boolean mask over positions: the units whose project is in `scope` (cached per scope)."""
+        key = tuple(sorted(scope))
+        mask = self._scope_masks.get(key)
+        if mask is None:
+            projects = np.asarray([u.project for u in self.units], dtype=object)
+            mask = np.isin(projects, list(key)) if len(projects) else np.zeros(0, dtype=bool)
+            self._scope_masks[key] = mask
+        return mask
 
     def unit(self, unit_id: str) -> Unit | None:
         pos = self.position.get(unit_id)

@@ -34,6 +34,15 @@ class DenseHits:
         self._known = known if known is not None else {}
         self._exact = exact
 
+    @property
+    def full(self) -> np.ndarray | None:
+        """Every cosine, when the searcher computed them all (exact search), else None."""
+        return self._full
+
+    def with_top(self, top: np.ndarray) -> DenseHits:
+        """The same cosines with another top list (a scoped search's)."""
+        return DenseHits(top, full=self._full, known=self._known, exact=self._exact)
+
     def prefetch(self, positions: Sequence[int]) -> None:
         """Compute the cosines `score` will be asked for in one product instead of one by one."""
         if self._full is not None:

@@ -184,23 +184,51 @@ def test_c1_adds_the_most_recent_units_and_prefers_recent_work(index):
 
 
 def test_a_rejected_candidate_carries_every_signal_not_zeros(index):
-    c0 = select(mini_request("C0"), index)
-    c2 = select(mini_request("C2"), index)
-    admitted, rejected = rec(c0, "b-rule"), rec(c2, "b-rule")
-    assert admitted.disposition == "admitted"
-    assert (
-        rejected.disposition == "rejected"
-        and rejected.reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE
+    config = EngineConfig(class_absent_query_rank=2)  # so C3's class rule rejects something
+    c2 = select(mini_request("C2"), index, config)
+    c3 = select(mini_request("C3"), index, config)
+    rejected = next(
+        c for c in c3.trace.candidates
+        if c.reason_code == ReasonCode.CLASS_ABSENT_AND_LOW_QUERY_RELEVANCE
     )
+    admitted = rec(c2, rejected.unit_id)
+    assert admitted.disposition == "admitted" and rejected.disposition == "rejected"
     assert rejected.stage == "eligibility"
     assert rejected.signals == admitted.signals  # the same evidence, whether or not it was admitted
     s = rejected.signals
-    assert (
-        s.query_relevance > 0.5 and s.goal_relevance > 0.7 and s.recency > 0 and s.redundancy > 0.8
-    )
-    assert s.temporal_validity == 1.0 and s.evidence_strength == 1.0 and s.project_relevance == 0.0
+    assert s.query_relevance > 0 and s.recency > 0 and s.project_relevance == 1.0
+    assert s.temporal_validity > 0 and s.evidence_strength > 0
     assert rejected.retrieval.bm25_score > 0
     assert rejected.budget.spent == 0 and rejected.budget.remaining == 2000
+
+
+def test_from_c2_retrieval_draws_the_pool_from_in_scope_units_and_counts_what_it_skipped(index):
+    scoped = EngineConfig(scope_at_retrieval=True)
+    c0 = select(mini_request("C0"), index, scoped)
+    c2 = select(mini_request("C2"), index, scoped)
+    assert rec(c0, "b-rule").disposition == "admitted"  # C0 has no scope
+    assert c2.trace.candidate("b-rule") is None  # it never takes a place in the pool
+    assert all(c.project == "alpha" for c in c2.trace.candidates)
+    retrieval = next(st for st in c2.trace.stages if st.stage == "retrieval")
+    assert ("out_of_scope_skipped", "1") in retrieval.detail
+    # the place it would have taken goes to an in-scope unit: a pool of 2 holds two alpha units
+    small = select(mini_request("C2"), index, EngineConfig(pool_size=2, scope_at_retrieval=True))
+    assert [c.project for c in small.trace.candidates] == ["alpha", "alpha"]
+    # off (the default), the out-of-scope hit takes its place and eligibility rules it out
+    default = select(mini_request("C2"), index)
+    assert rec(default, "b-rule").reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE
+
+
+def test_an_out_of_scope_successor_pulled_into_the_pool_is_ruled_out_of_scope():
+    units = [
+        mk("a-old", "The baseline store keeps units in SQLite.", "decision", age=30, valid_to=None),
+        mk("b-new", "Units move to PostgreSQL.", "decision", project="beta", age=1, supersedes=("a-old",)),
+    ]
+    idx = CorpusIndex.build(units)
+    r = select(mini_request("C5", query="baseline store SQLite", work=mini_work(objective="")), idx)
+    pulled = rec(r, "b-new")
+    assert pulled.retrieval.pulled_by == "successor_of:a-old"
+    assert pulled.reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE and pulled.stage == "eligibility"
 
 
 def test_signals_follow_their_formulas(index):
@@ -594,6 +622,18 @@ def test_every_reason_code_is_produced_by_some_selection(index):
     seen |= {
         c.reason_code
         for c in select(mini_request("C6", query=CROWD_QUERY, work=work), extra).trace.candidates
+    }
+    lineage = CorpusIndex.build(
+        [
+            mk("a-old", "The baseline store keeps units in SQLite.", "decision", age=30),
+            mk("b-new", "Units move to PostgreSQL.", "decision", project="beta", supersedes=("a-old",)),
+        ]
+    )
+    seen |= {
+        c.reason_code
+        for c in select(
+            mini_request("C5", query="baseline store SQLite", work=mini_work(objective="")), lineage
+        ).trace.candidates
     }
     twins = near_twins()
     one = select(mini_request("C6", query="retrieval baseline budget"), twins).bundle.items[0]

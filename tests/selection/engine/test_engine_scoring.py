@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 from engine_testkit import ALPHA, mini_request, mini_units, mk
 
-from selection.engine import CorpusIndex, attribute, select
+from selection.engine import CorpusIndex, EngineConfig, attribute, select
 from selection.engine import metrics as m
 
 LEDGER = {
@@ -90,16 +90,21 @@ def test_e0_absent_e1_never_surfaced_e2_ineligible(index):
         mini_request("C5"), index
     )  # C5: the stale SQLite unit is not admitted, so no E4 here
     got, att = codes(
-        r, {"nowhere": "MUST", "a-hidden": "MUST", "b-rule": "MUST", "a-rule": "MUST"}, index
+        r, {"nowhere": "MUST", "a-hidden": "MUST", "a-sqlite": "MUST", "a-rule": "MUST"}, index
     )
     assert got == {
         "nowhere": "E0",
         "a-hidden": "E1",
-        "b-rule": "E2",
+        "a-sqlite": "E2",
     }  # a-rule was admitted: no code
     assert att.codes == ("E0", "E1", "E2")
-    b = next(e for e in att.units if e.unit_id == "b-rule")
-    assert b.reason_code == "OUT_OF_PROJECT_SCOPE" and b.stage == "eligibility"
+    stale = next(e for e in att.units if e.unit_id == "a-sqlite")
+    assert stale.reason_code == "SUPERSEDED_SUCCESSOR_AVAILABLE" and stale.stage == "eligibility"
+    # an out-of-scope unit is ruled out at eligibility (E2), or, when retrieval is scoped, never
+    # takes a place in the pool (E1)
+    assert codes(r, {"b-rule": "MUST"}, index)[0] == {"b-rule": "E2"}
+    scoped = select(mini_request("C5"), index, EngineConfig(scope_at_retrieval=True))
+    assert codes(scoped, {"b-rule": "MUST"}, index)[0] == {"b-rule": "E1"}
 
 
 def test_e3_lost_to_the_budget(index):
@@ -145,10 +150,10 @@ def test_e5_redundancy_rejection():
 
 def test_missed_should_units_are_attributed_too(index):
     r = select(mini_request("C5"), index)
-    att = attribute(r.trace, {"a-hidden": "SHOULD", "b-rule": "SHOULD", "a-rule": "MUST"}, index.position)
+    att = attribute(r.trace, {"a-hidden": "SHOULD", "a-sqlite": "SHOULD", "a-rule": "MUST"}, index.position)
     assert {(e.unit_id, e.label, e.code) for e in att.units} == {
         ("a-hidden", "SHOULD", "E1"),
-        ("b-rule", "SHOULD", "E2"),
+        ("a-sqlite", "SHOULD", "E2"),
     }
     # SHOULD misses do not hide a reader failure on a bundle whose MUST evidence was present
     failed = attribute(r.trace, {"a-hidden": "SHOULD", "a-rule": "MUST"}, index.position, reader_failed=True)
@@ -188,12 +193,12 @@ def stages_of(result, ledger, index):
 def test_loss_stages_name_the_stage_that_lost_each_must_unit(index):
     r = select(mini_request("C5"), index)
     got = stages_of(
-        r, {"nowhere": "MUST", "a-hidden": "MUST", "b-rule": "MUST", "a-rule": "MUST"}, index
+        r, {"nowhere": "MUST", "a-hidden": "MUST", "a-sqlite": "MUST", "a-rule": "MUST"}, index
     )
     assert got == {
         "nowhere": "absent",
         "a-hidden": "pool",
-        "b-rule": "eligibility",
+        "a-sqlite": "eligibility",
         "a-rule": "recalled",
     }
     folded = select(mini_request("C6"), index)
