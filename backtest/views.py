@@ -16,12 +16,11 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from authority import access
-from authority.selectors import current_frame_version
 from governance import frames, inbox
 from governance import selectors as governance_selectors
 
-from . import review_card, selectors, services
-from .forms import ReviewForm
+from . import discussion, review_card, selectors, services
+from .forms import CommentForm, ReviewForm
 from .models import ApprovalVerdict, Backtest, BacktestStatus
 
 
@@ -50,6 +49,14 @@ def _trace_links(rows):
     return list(zip(rows, links, strict=True))
 
 
+def _with_comments(rows, backtest):
+    """Each task row's links also carry the discussion on that row (one query for all rows)."""
+    comments = discussion.task_comments(backtest=backtest)
+    for row, links in rows:
+        links["comments"] = comments.get(row.task_id, [])
+    return rows
+
+
 def _context(request, pk: int) -> dict:
     backtest = selectors.backtest_by_id(backtest_id=pk)
     proposal = backtest.proposal
@@ -71,7 +78,7 @@ def _context(request, pk: int) -> dict:
         "decision": decision,
         "tally": tally,
         "metrics": metrics,
-        "rows": _trace_links(selectors.task_rows(backtest=backtest)),
+        "rows": _with_comments(_trace_links(selectors.task_rows(backtest=backtest)), backtest),
         "chart": selectors.decision_chart(decision=decision, metrics=metrics),
         "review_blockers": blockers,
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
@@ -109,6 +116,9 @@ def proposal_detail(
     )
     policy = selectors.project_approval_policy(project=project)
     latest_decision = selectors.backtest_decision(latest) if latest else None
+    current = governance_selectors.current_with_proposal(project=project)
+    stale_reason = governance_selectors.stale_reason(proposal, current=current)
+    open_here = governance_selectors.open_proposals(project=project)
     return render(
         request,
         "governance/proposal_detail.html",
@@ -144,7 +154,15 @@ def proposal_detail(
             # the review card: the latest decision's gates and every task it made worse
             "latest_decision": latest_decision,
             "stale": inbox.is_stale(proposal, inbox.current_versions([project.pk])),
-            "current": current_frame_version(project=project),
+            "stale_reason": stale_reason,
+            # a stale proposal's rebase: the keys the current version also changed, one choice each
+            "rebase_conflicts": governance_selectors.rebase_plan(proposal=proposal)[1] if stale_reason else [],
+            "open_conflicts": governance_selectors.open_conflicts([proposal], among=open_here).get(proposal.pk, []),
+            "closure": governance_selectors.proposal_closure(proposal),
+            "superseded_by": governance_selectors.proposal_successor(proposal),
+            "timeline": discussion.proposal_timeline(proposal=proposal),
+            "comment_form": CommentForm(),
+            "current": current,
             # while its backtest runs the page refreshes its backtest part in place
             "live": latest is not None and latest.status in (BacktestStatus.QUEUED, BacktestStatus.RUNNING),
             "regressions": review_card.regressed_tasks(backtest=latest) if latest_decision else [],
@@ -191,6 +209,36 @@ def proposal_review(request, pk: int):
         return proposal_detail(request, pk, review_form=form, status=400)
     messages.success(request, f"Backtest #{backtest.pk}: {form.cleaned_data['verdict']} recorded.")
     return redirect("proposal-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def proposal_comment(request, pk: int):
+    """A comment on the proposal, or (with backtest and task) on one task row of its backtest."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    form = CommentForm(request.POST)
+    back = reverse("proposal-detail", args=[pk]) + "#thread"
+    if not form.is_valid():
+        messages.error(request, "Not posted: " + "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect(back)
+    backtest = None
+    if form.cleaned_data["backtest"]:
+        backtest = get_object_or_404(Backtest, pk=form.cleaned_data["backtest"], proposal=proposal)
+        if form.cleaned_data["task"]:
+            back = reverse("backtest-detail", args=[backtest.pk]) + f"#task-{form.cleaned_data['task']}"
+    try:
+        services.review_comment(
+            proposal=proposal,
+            author=request.user,
+            body=form.cleaned_data["body"],
+            backtest=backtest,
+            task_id=form.cleaned_data["task"],
+        )
+    except services.CommentRefused as error:
+        messages.error(request, f"Not posted: {error}.")
+        return redirect(back)
+    messages.success(request, "Comment posted.")
+    return redirect(back)
 
 
 @login_required
