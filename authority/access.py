@@ -153,6 +153,17 @@ def access_comment(user, project) -> Capabilities:
     return caps
 
 
+def access_label(user, project) -> Capabilities:
+    """Turn a trace into a labelled evaluation task (it changes the project's task set): a lead or
+    a reviewer of the project."""
+    caps = capabilities(user, project)
+    if not caps.can_comment:
+        raise AccessDenied(
+            f"{_who(user)} may not label traces in {project.slug}: it needs the project lead or reviewer role"
+        )
+    return caps
+
+
 def readable_projects(user, projects: QuerySet) -> QuerySet:
     """Of `projects` (a Project queryset), those `user` may read: all for a superuser, else those
     where they hold any role. The caller passes the queryset: this layer sits below the models

@@ -18,6 +18,7 @@ from authority import access
 from governance import selectors as governance_selectors
 from governance import services as governance_services
 from selection.api_fields import Id, JsonObject, Text
+from selection.tasksets import task_set_label, task_set_versions
 
 from . import discussion, selectors, services
 
@@ -78,6 +79,7 @@ class BacktestOut(Schema):
     condition: str
     engine_version: str
     task_set_digest: str
+    task_set_version: str = Field("", description='the project\'s task-set version it replayed: "v3", or "as imported"')
     created_at: datetime
     finished_at: datetime | None
     progress: ProgressOut
@@ -224,6 +226,9 @@ def _backtest(backtest) -> dict:
         "condition": backtest.condition,
         "engine_version": backtest.engine_version,
         "task_set_digest": backtest.task_set_digest,
+        "task_set_version": task_set_label(
+            backtest.task_set_digest, task_set_versions(project=backtest.proposal.project)
+        ),
         "created_at": backtest.created_at,
         "finished_at": backtest.finished_at,
         "progress": {

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from authority import access
 from governance import frames, inbox
 from governance import selectors as governance_selectors
+from selection.tasksets import task_set_label, task_set_versions
 
 from . import discussion, review_card, selectors, services
 from .forms import CommentForm, ReviewForm
@@ -83,6 +84,7 @@ def _context(request, pk: int) -> dict:
         "review_blockers": blockers,
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
         "can_rerun": caps.can_propose and backtest.status == BacktestStatus.ERROR,
+        "task_set": task_set_label(backtest.task_set_digest, task_set_versions(project=proposal.project)),
         "regressions": review_card.regressed_tasks(backtest=backtest) if decision is not None else [],
     }
 
@@ -119,6 +121,8 @@ def proposal_detail(
     current = governance_selectors.current_with_proposal(project=project)
     stale_reason = governance_selectors.stale_reason(proposal, current=current)
     open_here = governance_selectors.open_proposals(project=project)
+    versions = task_set_versions(project=project)
+    labels = [task_set_label(b.task_set_digest, versions) for b in backtests]
     return render(
         request,
         "governance/proposal_detail.html",
@@ -139,9 +143,12 @@ def proposal_detail(
                     selectors.backtest_decision(b),
                     selectors.review_tally(b, policy=policy),
                     _backtest_url(b),
+                    label,
                 )
-                for b in backtests
+                for b, label in zip(backtests, labels, strict=True)
             ],
+            # a comparison of backtests on different task sets says so
+            "task_sets_differ": sorted(set(labels)) if len(set(labels)) > 1 else [],
             "latest": latest,
             "review_blockers": review_blockers,
             "review_form": review_form

@@ -37,6 +37,7 @@ ENDPOINTS = {
     ("post", "/api/v1/rollbacks"),
     ("post", "/api/v1/proposals/{proposal_id}/comments"),
     ("get", "/api/v1/proposals/{proposal_id}/timeline"),
+    ("post", "/api/v1/traces/{trace_id}/task"),
     ("post", "/api/v1/corpora"),
     ("get", "/api/v1/corpora"),
     ("get", "/api/v1/corpora/{name}/evaluations"),

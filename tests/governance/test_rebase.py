@@ -318,3 +318,25 @@ def test_a_lead_edits_or_splits_a_change_into_a_new_proposal_that_replaces_it(cl
     data["revises"] = str(both.pk)
     response = client.post(reverse("proposal-create", args=["alpha"]), data)
     assert response.status_code == 400 and "is closed: there is nothing to replace" in response.content.decode()
+
+
+def test_backtests_name_their_task_set_version_and_a_comparison_across_versions_says_so(
+    client, submit, users, make_backtest, project
+):
+    from selection.models import TaskSetVersion
+    from selection.tasksets import task_set_digest
+
+    proposal = submit()
+    first = make_backtest(proposal)
+    client.force_login(users["reviewer"])
+    page = reverse("proposal-detail", args=[proposal.pk])
+    html = client.get(page).content.decode()
+    assert "as imported" in html and 'id="task-sets-differ"' not in html
+    # the task set changed (as a labelled trace changes it: v1 recorded, v2 the new set)
+    for number, digest in ((1, task_set_digest(project=project)), (2, "b" * 64)):
+        TaskSetVersion.objects.create(project=project, number=number, digest=digest, tasks=0, reason="test")
+    make_backtest(proposal, digest="b" * 64)
+    html = client.get(page).content.decode()
+    assert 'id="task-sets-differ"' in html and "(v1, v2)" in html
+    detail = client.get(reverse("backtest-detail", args=[first.pk])).content.decode()
+    assert '<dd id="task-set"><strong>v1</strong>' in detail
