@@ -132,3 +132,45 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class WebhookEndpoint(models.Model):
+    """Where a project's events are POSTed, signed with HMAC-SHA256 of the body under `secret`."""
+
+    project = models.ForeignKey("selection.Project", on_delete=models.PROTECT, related_name="webhooks")
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=64)
+    events = models.JSONField(help_text="the event names it receives")
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project_id", "id"]
+
+
+class WebhookDeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"  # gave up after its retries
+
+
+class WebhookDelivery(models.Model):
+    """One event sent to one endpoint: its payload as signed, and how each attempt went."""
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.PROTECT, related_name="deliveries")
+    event = models.CharField(max_length=50)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(
+        max_length=10, choices=WebhookDeliveryStatus.choices, default=WebhookDeliveryStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

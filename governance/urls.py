@@ -18,6 +18,7 @@ urlpatterns = [
     path("proposals/<int:pk>/promote/", views.proposal_promote, name="proposal-promote"),
     path("proposals/<int:pk>/resubmit/", views.proposal_resubmit, name="proposal-resubmit"),
     path("proposals/<int:pk>/close/", views.proposal_close, name="proposal-close"),
+    path("projects/<slug:slug>/webhooks/", views.project_webhooks, name="project-webhooks"),
     path("projects/<slug:slug>/rollback/", views.proposal_rollback, name="proposal-rollback"),
     path("audit/", views.audit_log, name="audit-log"),
     path("settings/tokens/", views_tokens.token_list, name="api-tokens"),

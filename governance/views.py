@@ -21,7 +21,7 @@ from authority.selectors import current_frame_version
 from selection.corpus.limits import MAX_INTEGER
 from selection.models import Project
 
-from . import frames, inbox, selectors, services
+from . import frames, inbox, selectors, services, webhooks
 from .forms import AuditFilterForm, ProposeForm
 
 AUDIT_PAGE_SIZE = 50
@@ -314,3 +314,32 @@ def proposal_rollback(request, slug: str):
         return redirect("project-detail", slug=slug)
     messages.success(request, f"Proposal #{proposal.pk} restores v{number}; its backtest has started.")
     return redirect("proposal-detail", pk=proposal.pk)
+
+
+@login_required
+def project_webhooks(request, slug: str):
+    """A lead's page: the project's signed webhooks, adding one, and the log of every delivery."""
+    project = selectors.project_for_slug(slug=slug)
+    caps = access.access_promote(request.user, project)
+    error, status = "", 200
+    if request.method == "POST":
+        try:
+            endpoint = webhooks.webhook_create(
+                project=project, lead=request.user, url=request.POST.get("url", ""),
+                events=request.POST.getlist("events"),
+            )
+        except services.InputRefused as refused:
+            error, status = str(refused), 400
+        else:
+            messages.success(request, f"Webhook #{endpoint.pk} added: it receives {', '.join(endpoint.events)}.")
+            return redirect("project-webhooks", slug=slug)
+    endpoints, deliveries = webhooks.project_webhooks(project=project)
+    return render(
+        request,
+        "governance/webhooks.html",
+        {
+            "project": project, "caps": caps, "endpoints": endpoints, "deliveries": deliveries,
+            "event_names": webhooks.EVENT_NAMES, "error": error,
+        },
+        status=status,
+    )
