@@ -223,6 +223,7 @@ def proposal_review(request, pk: int):
 def proposal_comment(request, pk: int):
     """A comment on the proposal, or (with backtest and task) on one task row of its backtest."""
     proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    access.access_comment(request.user, proposal.project)  # 403 before any word about the form
     form = CommentForm(request.POST)
     back = reverse("proposal-detail", args=[pk]) + "#thread"
     if not form.is_valid():

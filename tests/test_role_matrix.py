@@ -132,6 +132,18 @@ def pages(w):
         ),
         ("proposal-backtest-start", "post", reverse("proposal-backtest-start", args=[w["proposal"]]), {}, only("lead")),
         ("proposal-resubmit", "post", reverse("proposal-resubmit", args=[w["proposal"]]), {}, only("lead")),
+        # issue 19: close (an empty reason is refused with a message), roll back (to the current
+        # version: refused with a message), comment, webhooks, the labelling queue and page
+        ("proposal-close", "post", reverse("proposal-close", args=[w["proposal"]]), {"reason": ""}, only("lead")),
+        ("proposal-rollback", "post", reverse("proposal-rollback", args=[s]), {"version": "1"}, only("lead")),
+        (
+            "proposal-comment", "post", reverse("proposal-comment", args=[w["proposal"]]), {"body": ""},
+            only("lead", "reviewer"),
+        ),
+        ("project-webhooks", "get", reverse("project-webhooks", args=[s]), None, only("lead")),
+        ("trace-queue", "get", reverse("trace-queue"), None, anyone),
+        ("trace-label", "get", reverse("trace-label", args=[t]), None, member),
+        ("trace-label", "post", reverse("trace-label", args=[t]), {"uid": ""}, only("lead", "reviewer")),
         ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page
     ]
 
