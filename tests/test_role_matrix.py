@@ -385,7 +385,7 @@ def _fill(pattern: str, w) -> str:
 
     values = {
         "slug": w["slug"], "name": w["corpus"], "fmt": "json", "unit_uid": "r1", "unit": "r1",
-        "pk": str(w["trace"]), "trace_id": str(w["trace"]), "a": str(w["trace"]), "b": str(w["other"]),
+        "uid": "r1", "pk": str(w["trace"]), "trace_id": str(w["trace"]), "a": str(w["trace"]), "b": str(w["other"]),
         "backtest_id": str(w["backtest"]), "proposal_id": str(w["proposal"]), "evaluation_id": str(w["evaluation"]),
         "job_id": str(w["job"]), "number": "1", "rest": "no-such-operation", "id": str(w["users"]["lead"].pk),
         "object_id": str(w["users"]["lead"].pk), "content_type_id": "1", "app_label": "auth", "url": "nothing/",
