@@ -66,6 +66,11 @@ class Capabilities:
         return not self.read_only and Role.REVIEWER in self.roles
 
     @property
+    def can_comment(self) -> bool:
+        # the review discussion: leads and reviewers speak, auditors read
+        return not self.read_only and bool(self.roles & {Role.LEAD, Role.REVIEWER})
+
+    @property
     def can_replay(self) -> bool:
         # a replay writes a new trace; leads and reviewers may, auditors only read
         return not self.read_only and bool(self.roles & {Role.LEAD, Role.REVIEWER})
@@ -144,6 +149,27 @@ def access_replay(user, project) -> Capabilities:
         raise AccessDenied(
             f"{_who(user)} may not replay traces in {project.slug}: "
             "it needs the project lead or reviewer role"
+        )
+    return caps
+
+
+def access_comment(user, project) -> Capabilities:
+    """Comment in a proposal's review discussion: a lead or a reviewer of the project."""
+    caps = capabilities(user, project)
+    if not caps.can_comment:
+        raise AccessDenied(
+            f"{_who(user)} may not comment in {project.slug}: it needs the project lead or reviewer role"
+        )
+    return caps
+
+
+def access_label(user, project) -> Capabilities:
+    """Turn a trace into a labelled evaluation task (it changes the project's task set): a lead or
+    a reviewer of the project."""
+    caps = capabilities(user, project)
+    if not caps.can_comment:
+        raise AccessDenied(
+            f"{_who(user)} may not label traces in {project.slug}: it needs the project lead or reviewer role"
         )
     return caps
 

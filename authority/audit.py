@@ -8,6 +8,15 @@ from django.db import transaction
 
 from .models import AuditEntry
 
+# called with each new entry inside its write's transaction (the webhooks queue deliveries on commit)
+_listeners: list = []
+
+
+def register_audit_listener(listener) -> None:
+    """An app above registers at start-up; a listener must not write audit rows itself."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
 
 def audit_record(
     *,
@@ -23,7 +32,7 @@ def audit_record(
         raise RuntimeError(
             "audit_record must run inside the transaction.atomic of the write it records"
         )
-    return AuditEntry.objects.create(
+    entry = AuditEntry.objects.create(
         actor=actor if getattr(actor, "pk", None) else None,
         actor_label=getattr(actor, "username", None) or "system",
         project=project,
@@ -33,3 +42,6 @@ def audit_record(
         summary=summary,
         payload=payload or {},
     )
+    for listener in _listeners:
+        listener(entry)
+    return entry

@@ -18,8 +18,9 @@ from authority import access
 from governance import selectors as governance_selectors
 from governance import services as governance_services
 from selection.api_fields import Id, JsonObject, Text
+from selection.tasksets import task_set_label, task_set_versions
 
-from . import review_card, selectors, services
+from . import discussion, review_card, selectors, services
 
 router = Router(tags=["backtest"])
 
@@ -105,6 +106,7 @@ class BacktestOut(Schema):
     condition: str
     engine_version: str
     task_set_digest: str
+    task_set_version: str = Field("", description='the project\'s task-set version it replayed: "v3", or "as imported"')
     created_at: datetime
     finished_at: datetime | None
     progress: ProgressOut
@@ -150,6 +152,12 @@ class BacktestRefOut(Schema):
     status: str
 
 
+class OpenConflictOut(Schema):
+    id: int
+    url: str
+    keys: list[str] = Field(description="the keys both proposals change")
+
+
 class ProposalOut(Schema):
     id: int
     url: str
@@ -166,6 +174,49 @@ class ProposalOut(Schema):
     created_at: datetime
     backtests: list[BacktestRefOut] = Field(description="newest first")
     promotion_blockers: list[str]
+    kind: str = Field("change", description="change | rebase | rollback")
+    supersedes: int | None = Field(None, description="the proposal this one replaces (a rebase)")
+    superseded_by: int | None = Field(None, description="the proposal that replaced this one")
+    restores: int | None = Field(None, description="the version a rollback restores")
+    closed_reason: str | None = Field(None, description="why it was closed, when it is")
+    stale_reason: str | None = Field(None, description="why it can no longer be promoted as it is, when stale")
+    conflicts: list[OpenConflictOut] = Field(
+        default_factory=list, description="other open proposals of the project changing the same keys"
+    )
+
+
+class RebaseIn(Schema):
+    resolutions: dict[Text, Literal["mine", "theirs"]] = Field(
+        default_factory=dict,
+        description='per conflicting key: "mine" keeps the proposal\'s value, "theirs" the current version\'s',
+    )
+
+
+class CloseIn(Schema):
+    reason: Text = Field(min_length=1, max_length=2_000)
+
+
+class RollbackIn(Schema):
+    project: Text = Field(min_length=1, max_length=100)
+    version: int = Field(ge=1, le=2_147_483_647, description="the earlier version to restore")
+    rationale: Text = Field("", max_length=20_000)
+
+
+class CommentIn(Schema):
+    body: Text = Field(min_length=1, max_length=20_000)
+    backtest: int | None = Field(None, ge=1, le=2_147_483_647, description="with task: the backtest whose row it is")
+    task: Text | None = Field(None, max_length=200, description="a task of that backtest (its id in the corpus)")
+
+
+class TimelineEventOut(Schema):
+    at: datetime
+    kind: str = Field(description="submitted | backtest | approve | reject | comment | closed | promoted")
+    who: str
+    text: str
+    body: str
+    task: str
+    void: bool
+    links: list[dict[str, str]]
 
 
 class PromotionOut(Schema):
@@ -215,6 +266,9 @@ def _backtest(backtest) -> dict:
         "condition": backtest.condition,
         "engine_version": backtest.engine_version,
         "task_set_digest": backtest.task_set_digest,
+        "task_set_version": task_set_label(
+            backtest.task_set_digest, task_set_versions(project=backtest.proposal.project)
+        ),
         "created_at": backtest.created_at,
         "finished_at": backtest.finished_at,
         "progress": {
@@ -316,6 +370,20 @@ def _proposal(proposal) -> dict:
             for b in selectors.proposal_backtests(proposal=proposal)
         ],
         "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal),
+        "kind": proposal.kind,
+        "supersedes": proposal.supersedes_id,
+        "superseded_by": successor.pk if (successor := governance_selectors.proposal_successor(proposal)) else None,
+        "restores": proposal.restores.number if proposal.restores_id else None,
+        "closed_reason": closure.reason if (closure := governance_selectors.proposal_closure(proposal)) else None,
+        "stale_reason": governance_selectors.stale_reason(
+            proposal, current=governance_selectors.current_with_proposal(project=proposal.project)
+        ),
+        "conflicts": [
+            {"id": c.proposal.pk, "url": reverse("api-1:proposal", args=[c.proposal.pk]), "keys": list(c.keys)}
+            for c in governance_selectors.open_conflicts(
+                [proposal], among=governance_selectors.open_proposals(project=proposal.project)
+            ).get(proposal.pk, [])
+        ],
     }
 
 
@@ -381,3 +449,84 @@ def proposal_promote(request, proposal_id: Id):
             "promoted_at": promotion.promoted_at,
         },
     )
+
+
+@router.post(
+    "/proposals/{proposal_id}/rebase",
+    response={201: ProposalOut},
+    url_name="proposal-rebase",
+    summary="Rebase a stale proposal over the current version",
+)
+def proposal_rebase(request, proposal_id: Id, body: RebaseIn):
+    """A new proposal superseding this one, its patch re-applied over the promoted version; a key both
+    changed is a 409 naming each conflict until `resolutions` chooses for it. Approvals do not carry over."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
+    rebased = governance_services.proposal_rebase(
+        proposal=proposal, author=request.auth, resolutions=dict(body.resolutions)
+    )
+    return Status(201, _proposal(governance_selectors.proposal_by_id(proposal_id=rebased.pk)))
+
+
+@router.post(
+    "/proposals/{proposal_id}/close", response=ProposalOut, url_name="proposal-close", summary="Close an open proposal"
+)
+def proposal_close(request, proposal_id: Id, body: CloseIn):
+    proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
+    governance_services.proposal_close(proposal=proposal, lead=request.auth, reason=body.reason)
+    return _proposal(governance_selectors.proposal_by_id(proposal_id=proposal_id))
+
+
+@router.post(
+    "/rollbacks", response={201: ProposalOut}, url_name="rollbacks", summary="Propose restoring an earlier version"
+)
+def proposal_rollback(request, body: RollbackIn):
+    """One action: a proposal whose patch restores `version`, backtested and reviewed like any other."""
+    project = governance_selectors.project_for_slug(slug=body.project)
+    access.access_propose(request.auth, project)
+    version = governance_selectors.frame_version(project=project, number=body.version)
+    proposal = governance_services.proposal_rollback(
+        project=project, author=request.auth, to_version=version, rationale=body.rationale
+    )
+    return Status(201, _proposal(governance_selectors.proposal_by_id(proposal_id=proposal.pk)))
+
+
+@router.post(
+    "/proposals/{proposal_id}/comments",
+    response={201: list[TimelineEventOut]},
+    url_name="proposal-comments",
+    summary="Comment on a proposal or on one task row of its backtest",
+)
+def proposal_comment(request, proposal_id: Id, body: CommentIn):
+    """Returns the proposal's thread, the new comment last."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
+    access.access_comment(request.auth, proposal.project)
+    backtest = (
+        selectors.proposal_backtest(proposal=proposal, backtest_id=body.backtest) if body.backtest is not None else None
+    )
+    task_id = selectors.backtest_task_id(backtest=backtest, uid=body.task) if body.task and backtest else None
+    services.review_comment(
+        proposal=proposal, author=request.auth, body=body.body, backtest=backtest, task_id=task_id
+    )
+    return Status(201, _timeline(proposal))
+
+
+def _timeline(proposal) -> list[dict]:
+    return [
+        {
+            "at": e.at, "kind": e.kind, "who": e.who, "text": e.text, "body": e.body, "task": e.task,
+            "void": e.void, "links": [{"label": label, "url": url} for label, url in e.links],
+        }
+        for e in discussion.proposal_timeline(proposal=proposal)
+    ]
+
+
+@router.get(
+    "/proposals/{proposal_id}/timeline",
+    response=list[TimelineEventOut],
+    url_name="proposal-timeline",
+    summary="A proposal's discussion and decisions, oldest first",
+)
+def proposal_timeline(request, proposal_id: Id):
+    proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
+    access.access_read(request.auth, proposal.project)
+    return _timeline(proposal)

@@ -150,3 +150,24 @@ class Approval(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["backtest", "reviewer"], name="approval_one_per_reviewer"),
         ]
+
+
+class ReviewComment(models.Model):
+    """One message of a proposal's review discussion, on the proposal or on one task row of one of
+    its backtests. Append-only (trigger): a comment is never edited or deleted, only answered."""
+
+    proposal = models.ForeignKey("governance.Proposal", on_delete=models.PROTECT, related_name="comments")
+    backtest = models.ForeignKey(Backtest, on_delete=models.PROTECT, null=True, blank=True, related_name="comments")
+    task = models.ForeignKey("selection.Task", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(task__isnull=True) | models.Q(backtest__isnull=False),
+                name="review_comment_task_has_backtest",
+            ),
+        ]

@@ -18,7 +18,7 @@ from selection import origins
 from selection.corpus.frames import ApprovalPolicy, approval_policy
 from selection.engine.explain import LossFunnel
 from selection.engine.pipeline import ENGINE_VERSION
-from selection.models import Project
+from selection.models import Project, Task
 from selection.origins import TraceOrigin
 from selection.selectors import grouped_funnels
 
@@ -152,6 +152,8 @@ def review_blockers(*, backtest: Backtest, reviewer=None) -> list[str]:
         return [f"backtest #{backtest.pk} is already reviewed ({tally.summary})"]
     if backtest.proposal.state == ProposalState.PROMOTED:
         return ["the proposal is already promoted"]
+    if backtest.proposal.state == ProposalState.CLOSED:
+        return ["the proposal is closed"]
     latest = latest_backtest(proposal=backtest.proposal)
     if latest is not None and latest.pk != backtest.pk:
         return [f"backtest #{backtest.pk} is not the proposal's latest (#{latest.pk} is)"]
@@ -580,3 +582,11 @@ def shadow_document(backtest: Backtest) -> dict | None:
         ],
     }
 
+
+def proposal_backtest(*, proposal: Proposal, backtest_id: int) -> Backtest:
+    return get_object_or_404(Backtest, pk=backtest_id, proposal=proposal)
+
+
+def backtest_task_id(*, backtest: Backtest, uid: str) -> int:
+    """The id of the task `uid` among those `backtest` replayed (404 when it replayed none such)."""
+    return get_object_or_404(Task.objects.filter(pk__in=backtest.task_ids), uid=uid).pk

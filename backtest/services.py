@@ -27,7 +27,7 @@ from authority.selectors import current_frame_version
 from governance import frames as frame_rules
 from governance import selectors as governance_selectors
 from governance.models import Proposal, ProposalState
-from governance.services import GovernanceError, proposal_sync_state
+from governance.services import GovernanceError, InputRefused, proposal_sync_state
 from selection import store, telemetry
 from selection.corpus.frames import merge_patch
 from selection.engine.index import CorpusIndex
@@ -51,6 +51,7 @@ from .models import (
     BacktestDecision,
     BacktestStatus,
     ReplaySide,
+    ReviewComment,
     ShadowReplay,
     TaskReplay,
 )
@@ -171,6 +172,8 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None, shadow: int | Non
         proposal = Proposal.objects.select_related("frame_version", "project").get(pk=proposal.pk)
         if proposal.state == ProposalState.PROMOTED:
             raise BacktestRefused(f"proposal #{proposal.pk} is already promoted")
+        if proposal.state == ProposalState.CLOSED:
+            raise BacktestRefused(f"proposal #{proposal.pk} is closed")
         baseline = current_frame_version(project=project)
         if baseline is None:
             raise BacktestRefused(f"{project.slug} has no promoted frame version to compare with")
@@ -773,6 +776,59 @@ def backtest_review(
             },
         )
     return approval
+
+
+MAX_COMMENT_CHARS = 20_000
+
+
+class CommentRefused(InputRefused):
+    """A comment that cannot be stored: empty, too long, or on a task its backtest did not replay."""
+
+
+def review_comment(
+    *, proposal: Proposal, author, body: str, backtest: Backtest | None = None, task_id: int | None = None
+) -> ReviewComment:
+    """One message in a proposal's review discussion, on the proposal or on one task row of one of
+    its backtests; append-only (trigger) and audited. Leads and reviewers may comment."""
+    project = proposal.project
+    access.access_comment(author, project)
+    body = (body or "").strip()
+    if not body:
+        raise CommentRefused("a comment needs some text", field=("body",))
+    if len(body) > MAX_COMMENT_CHARS:
+        raise CommentRefused(
+            f"a comment holds at most {MAX_COMMENT_CHARS} characters ({len(body)} given)", field=("body",)
+        )
+    if task_id is not None and backtest is None:
+        raise CommentRefused("a comment on a task names the backtest whose row it is", field=("backtest",))
+    if backtest is not None and backtest.proposal_id != proposal.pk:
+        raise CommentRefused(
+            f"backtest #{backtest.pk} is not a backtest of proposal #{proposal.pk}", field=("backtest",)
+        )
+    task_uid = None
+    if task_id is not None:
+        if task_id not in backtest.task_ids:
+            raise CommentRefused(f"task {task_id} is not in backtest #{backtest.pk}", field=("task",))
+        task_uid = Task.objects.values_list("uid", flat=True).get(pk=task_id)
+    with transaction.atomic():
+        comment = ReviewComment.objects.create(
+            proposal=proposal, backtest=backtest, task_id=task_id, author=author, body=body
+        )
+        where = f" on task {task_uid} of backtest #{backtest.pk}" if task_uid else ""
+        audit_record(
+            actor=author,
+            project=project,
+            action="proposal.commented",
+            obj=comment,
+            summary=f"comment on proposal #{proposal.pk}{where}",
+            payload={
+                "proposal": proposal.pk,
+                "backtest": backtest.pk if backtest else None,
+                "task": task_uid,
+                "body": body,
+            },
+        )
+    return comment
 
 
 # --- governance's hooks ------------------------------------------------------------------------

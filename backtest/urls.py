@@ -5,6 +5,7 @@ from . import views
 urlpatterns = [
     path("proposals/<int:pk>/", views.proposal_detail, name="proposal-detail"),
     path("proposals/<int:pk>/review/", views.proposal_review, name="proposal-review"),
+    path("proposals/<int:pk>/comments/", views.proposal_comment, name="proposal-comment"),
     path("proposals/<int:pk>/backtest/", views.proposal_backtest_start, name="proposal-backtest-start"),
     path("proposals/<int:pk>/promote/confirm/", views.proposal_promote_confirm, name="proposal-promote-confirm"),
     path("backtests/<int:pk>/", views.backtest_detail, name="backtest-detail"),

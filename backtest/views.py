@@ -16,12 +16,12 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from authority import access
-from authority.selectors import current_frame_version
 from governance import frames, inbox
 from governance import selectors as governance_selectors
+from selection.tasksets import task_set_label, task_set_versions
 
-from . import review_card, selectors, services
-from .forms import ReviewForm
+from . import discussion, review_card, selectors, services
+from .forms import CommentForm, ReviewForm
 from .models import Backtest, BacktestStatus
 
 
@@ -50,6 +50,14 @@ def _trace_links(rows):
     return list(zip(rows, links, strict=True))
 
 
+def _with_comments(rows, backtest):
+    """Each task row's links also carry the discussion on that row (one query for all rows)."""
+    comments = discussion.task_comments(backtest=backtest)
+    for row, links in rows:
+        links["comments"] = comments.get(row.task_id, [])
+    return rows
+
+
 def _context(request, pk: int) -> dict:
     backtest = selectors.backtest_by_id(backtest_id=pk)
     proposal = backtest.proposal
@@ -71,11 +79,12 @@ def _context(request, pk: int) -> dict:
         "decision": decision,
         "tally": tally,
         "metrics": metrics,
-        "rows": _trace_links(selectors.task_rows(backtest=backtest)),
+        "rows": _with_comments(_trace_links(selectors.task_rows(backtest=backtest)), backtest),
         "chart": selectors.decision_chart(decision=decision, metrics=metrics),
         "review_blockers": blockers,
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
         "can_rerun": caps.can_propose and backtest.status == BacktestStatus.ERROR,
+        "task_set": task_set_label(backtest.task_set_digest, task_set_versions(project=proposal.project)),
         "regressions": review_card.regressed_tasks(backtest=backtest) if decision is not None else [],
         "ablation": selectors.backtest_ablation(backtest=backtest, decision=decision),
         "shadow": selectors.backtest_shadow(backtest=backtest) if decision is not None else None,
@@ -111,6 +120,11 @@ def proposal_detail(
     )
     policy = selectors.project_approval_policy(project=project)
     latest_decision = selectors.backtest_decision(latest) if latest else None
+    current = governance_selectors.current_with_proposal(project=project)
+    stale_reason = governance_selectors.stale_reason(proposal, current=current)
+    open_here = governance_selectors.open_proposals(project=project)
+    versions = task_set_versions(project=project)
+    labels = [task_set_label(b.task_set_digest, versions) for b in backtests]
     return render(
         request,
         "governance/proposal_detail.html",
@@ -131,9 +145,12 @@ def proposal_detail(
                     selectors.backtest_decision(b),
                     selectors.review_tally(b, policy=policy),
                     _backtest_url(b),
+                    label,
                 )
-                for b in backtests
+                for b, label in zip(backtests, labels, strict=True)
             ],
+            # a comparison of backtests on different task sets says so
+            "task_sets_differ": sorted(set(labels)) if len(set(labels)) > 1 else [],
             "latest": latest,
             "review_blockers": review_blockers,
             "review_form": review_form
@@ -146,7 +163,15 @@ def proposal_detail(
             # the review card: the latest decision's gates and every task it made worse
             "latest_decision": latest_decision,
             "stale": inbox.is_stale(proposal, inbox.current_versions([project.pk])),
-            "current": current_frame_version(project=project),
+            "stale_reason": stale_reason,
+            # a stale proposal's rebase: the keys the current version also changed, one choice each
+            "rebase_conflicts": governance_selectors.rebase_plan(proposal=proposal)[1] if stale_reason else [],
+            "open_conflicts": governance_selectors.open_conflicts([proposal], among=open_here).get(proposal.pk, []),
+            "closure": governance_selectors.proposal_closure(proposal),
+            "superseded_by": governance_selectors.proposal_successor(proposal),
+            "timeline": discussion.proposal_timeline(proposal=proposal),
+            "comment_form": CommentForm(),
+            "current": current,
             # while its backtest runs the page refreshes its backtest part in place
             "live": latest is not None and latest.status in (BacktestStatus.QUEUED, BacktestStatus.RUNNING),
             "regressions": review_card.regressed_tasks(backtest=latest) if latest_decision else [],
@@ -193,6 +218,37 @@ def proposal_review(request, pk: int):
         return proposal_detail(request, pk, review_form=form, status=400)
     messages.success(request, f"Backtest #{backtest.pk}: {form.cleaned_data['verdict']} recorded.")
     return redirect("proposal-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def proposal_comment(request, pk: int):
+    """A comment on the proposal, or (with backtest and task) on one task row of its backtest."""
+    proposal = governance_selectors.proposal_by_id(proposal_id=pk)
+    access.access_comment(request.user, proposal.project)  # 403 before any word about the form
+    form = CommentForm(request.POST)
+    back = reverse("proposal-detail", args=[pk]) + "#thread"
+    if not form.is_valid():
+        messages.error(request, "Not posted: " + "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect(back)
+    backtest = None
+    if form.cleaned_data["backtest"]:
+        backtest = get_object_or_404(Backtest, pk=form.cleaned_data["backtest"], proposal=proposal)
+        if form.cleaned_data["task"]:
+            back = reverse("backtest-detail", args=[backtest.pk]) + f"#task-{form.cleaned_data['task']}"
+    try:
+        services.review_comment(
+            proposal=proposal,
+            author=request.user,
+            body=form.cleaned_data["body"],
+            backtest=backtest,
+            task_id=form.cleaned_data["task"],
+        )
+    except services.CommentRefused as error:
+        messages.error(request, f"Not posted: {error}.")
+        return redirect(back)
+    messages.success(request, "Comment posted.")
+    return redirect(back)
 
 
 @login_required

@@ -33,7 +33,7 @@ from selection.uploads import ArchiveRefused
 
 from . import tokens
 from .celery import app as celery_app
-from .services import GovernanceError, PromotionRefused, ProposalInvalid
+from .services import GovernanceError, InputRefused, PromotionRefused, ProposalInvalid, RebaseConflict
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +241,28 @@ def _proposal_invalid(request, exc: ProposalInvalid):
 @api.exception_handler(PromotionRefused)
 def _promotion_refused(request, exc: PromotionRefused):
     return problem(request, 409, "Promotion refused", str(exc), slug="promotion-refused")
+
+
+@api.exception_handler(InputRefused)
+def _input_refused(request, exc: InputRefused):
+    errors = [_field(["body", *exc.field], str(exc))] if exc.field else []
+    return problem(request, 422, "Refused input", str(exc), slug="input-refused", errors=errors)
+
+
+@api.exception_handler(RebaseConflict)
+def _rebase_conflict(request, exc: RebaseConflict):
+    # 409 naming each key to resolve, with its three values, so a client can ask its user
+    errors = [
+        _field(["body", "resolutions", c.key], f"was {c.base}, now {c.current}, the proposal has {c.proposed}")
+        for c in exc.conflicts
+    ]
+    response = problem(request, 409, "Rebase conflict", str(exc), slug="rebase-conflict", errors=errors)
+    doc = json.loads(response.content)
+    doc["current_version"] = exc.current.number
+    doc["conflicts"] = [
+        {"key": c.key, "base": c.base, "current": c.current, "proposed": c.proposed} for c in exc.conflicts
+    ]
+    return JsonResponse(doc, status=409, content_type=PROBLEM_MEDIA_TYPE)
 
 
 @api.exception_handler(tokens.TokenRefused)

@@ -12,3 +12,7 @@ class GovernanceConfig(AppConfig):
         from .corpus import PROPOSALS
 
         register_corpus_part(PROPOSALS)
+        # webhooks: the audit log's events of a project, signed and POSTed to its endpoints
+        from .webhooks import connect
+
+        connect()

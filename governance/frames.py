@@ -33,6 +33,7 @@ __all__ = [
     "METRICS",
     "FieldDiff",
     "FrameIssue",
+    "KeyConflict",
     "Mark",
     "apply_patch",
     "compute_patch",
@@ -43,6 +44,10 @@ __all__ = [
     "patch_issues",
     "patch_only",
     "patch_parts",
+    "patch_paths",
+    "paths_overlap",
+    "rebase_conflicts",
+    "resolve_rebase",
     "unknown_class_warnings",
 ]
 
@@ -229,6 +234,113 @@ def patch_only(patch: Mapping[str, Any], parts: Collection[str]) -> dict[str, An
         else:
             out[part] = copy.deepcopy(patch[part])
     return out
+
+
+# --- rebase: a patch written over one version, re-applied over another ----------------------
+
+
+Path = tuple[str, ...]
+MINE, THEIRS = "mine", "theirs"  # a rebase conflict's two resolutions: the proposal's or current's
+
+
+def patch_paths(patch: Any) -> list[Path]:
+    """The keys a merge patch sets or removes, as paths to its leaves (a nested mapping merges, so
+    its own keys are the ones touched), sorted."""
+    paths: list[Path] = []
+
+    def walk(value: Any, prefix: Path) -> None:
+        if isinstance(value, dict) and (value or not prefix):
+            for key in sorted(value):
+                walk(value[key], prefix + (str(key),))
+        elif prefix:
+            paths.append(prefix)
+
+    walk(patch, ())
+    return paths
+
+
+def paths_overlap(a: Path, b: Path) -> bool:
+    """Two touched keys overlap when one is the other or lies inside it."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _value_at(frame: Any, path: Path) -> Any:
+    for key in path:
+        if not isinstance(frame, dict) or key not in frame:
+            return _ABSENT
+        frame = frame[key]
+    return frame
+
+
+def _patched_value(patch: Any, path: Path) -> Any:
+    value = _value_at(patch, path)
+    return _ABSENT if value is None else value
+
+
+@dataclass(frozen=True)
+class KeyConflict:
+    """A key the proposal changes that the current version also changed since the proposal's base.
+
+    Values are JSON text, "(absent)" where the key does not exist.
+    """
+
+    path: Path
+    base: str
+    current: str
+    proposed: str
+
+    @property
+    def key(self) -> str:
+        return format_path(self.path)
+
+
+def _shown(value: Any) -> str:
+    return "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True)
+
+
+def rebase_conflicts(base: Mapping[str, Any], current: Mapping[str, Any], patch: Any) -> list[KeyConflict]:
+    """The keys of `patch` (written over `base`) that `current` changed since `base` to another
+    value than the patch gives them: re-applying the patch would silently overwrite that change."""
+    conflicts = []
+    for path in patch_paths(patch):
+        before, now = _value_at(base, path), _value_at(current, path)
+        mine = _patched_value(patch, path)
+        if before != now and mine != now:
+            conflicts.append(KeyConflict(path, _shown(before), _shown(now), _shown(mine)))
+    return conflicts
+
+
+def _without(patch: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`patch` minus the leaf at `path`, dropping mappings left empty."""
+    head, rest = path[0], path[1:]
+    result = dict(patch)
+    if not rest or not isinstance(result.get(head), dict):
+        result.pop(head, None)
+        return result
+    inner = _without(result[head], rest)
+    if inner:
+        result[head] = inner
+    else:
+        result.pop(head)
+    return result
+
+
+def resolve_rebase(
+    patch: dict[str, Any], conflicts: Iterable[KeyConflict], resolutions: Mapping[str, str]
+) -> tuple[dict[str, Any], list[KeyConflict]]:
+    """The patch to re-apply once each conflict is resolved: "mine" keeps the proposal's value,
+    "theirs" keeps the current version's (the key leaves the patch). Returns the patch and the
+    conflicts still unresolved (none resolved, or an unknown choice)."""
+    unresolved = []
+    result = copy.deepcopy(patch)
+    for conflict in conflicts:
+        choice = resolutions.get(conflict.key)
+        if choice == THEIRS:
+            result = _without(result, conflict.path)
+        elif choice != MINE:
+            unresolved.append(conflict)
+    return result, unresolved
 
 
 # --- diff -------------------------------------------------------------------------------------

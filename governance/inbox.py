@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from authority.models import AuditEntry, Promotion, Role, RoleGrant
 from selection.models import Project
 
-from .models import Proposal, ProposalState
+from .models import FINAL_STATES, Proposal, ProposalState
 
 RECENT = 8
 
@@ -53,7 +53,7 @@ def current_versions(project_ids) -> dict[int, int]:
 
 
 def is_stale(proposal: Proposal, current: dict[int, int]) -> bool:
-    return proposal.state != ProposalState.PROMOTED and current.get(proposal.project_id) != proposal.base_version_id
+    return proposal.state not in FINAL_STATES and current.get(proposal.project_id) != proposal.base_version_id
 
 
 def inbox_for(user) -> Inbox:
@@ -63,7 +63,7 @@ def inbox_for(user) -> Inbox:
     readable = list(Project.objects.values_list("pk", flat=True)) if user.is_superuser else list(grants)
     roles = frozenset(r for rs in grants.values() for r in rs)
     current = current_versions(readable)
-    open_states = [s for s in ProposalState.values if s != ProposalState.PROMOTED]
+    open_states = [s for s in ProposalState.values if s not in FINAL_STATES]
     proposals = (
         Proposal.objects.filter(project_id__in=readable, state__in=open_states)
         .select_related("project", "author", "base_version", "frame_version")

@@ -20,8 +20,8 @@ from selection.corpus.frames import merge_patch
 from selection.models import Project
 
 from . import frames, selectors
-from .frames import FrameIssue
-from .models import Proposal, ProposalState
+from .frames import FrameIssue, KeyConflict
+from .models import FINAL_STATES, Proposal, ProposalClosure, ProposalKind, ProposalState
 from .signals import proposal_submitted
 
 logger = logging.getLogger(__name__)
@@ -39,6 +39,28 @@ class ProposalInvalid(GovernanceError):
     def __init__(self, issues: list[FrameIssue]):
         self.issues = list(issues)
         super().__init__("; ".join(str(issue) for issue in self.issues))
+
+
+class InputRefused(GovernanceError):
+    """A refused write because of what was sent (an empty comment, ...): `field` names where."""
+
+    def __init__(self, message: str, *, field: tuple[str, ...] = ()):
+        self.field = tuple(field)
+        super().__init__(message)
+
+
+class RebaseConflict(GovernanceError):
+    """Keys the proposal changes that the current version also changed: the author must choose,
+    per key, the proposal's value ("mine") or the current one ("theirs"); nothing was written."""
+
+    def __init__(self, conflicts: list[KeyConflict], *, current: FrameVersion):
+        self.conflicts = list(conflicts)
+        self.current = current
+        keys = ", ".join(c.key for c in self.conflicts)
+        super().__init__(
+            f"v{current.number} also changed {keys}: choose for each key whether the proposal's value "
+            "or the current one stands"
+        )
 
 
 class PromotionRefused(GovernanceError):
@@ -63,6 +85,9 @@ def proposal_submit(
     patch: Any,
     expected_base: FrameVersion | None = None,
     uid: str = "",
+    kind: str = ProposalKind.CHANGE,
+    supersedes: Proposal | None = None,
+    restores: FrameVersion | None = None,
 ) -> Proposal:
     """Store a JSON Merge Patch over the current promoted frame as a new immutable FrameVersion.
 
@@ -71,6 +96,9 @@ def proposal_submit(
     on the proposal. The `proposal_submitted` signal is sent in the same transaction (the backtest
     app starts the proposal's backtest when it commits).
     `expected_base`: the version the author edited; refused if another was promoted since.
+    `supersedes`: an open proposal of the project this one replaces (a rebase, a revision): it is
+    closed in the same transaction, its closure naming this one. Proposals never change once
+    submitted, so a change brought up to date is always a new proposal, backtested afresh.
     """
     access.access_propose(author, project)
     title = (title or "").strip()
@@ -109,9 +137,11 @@ def proposal_submit(
         warnings = frames.unknown_class_warnings(
             frame, carried=selectors.carried_classes(scope=scope), scope=scope
         )
+        if supersedes is not None:
+            _check_open(supersedes, project=project, action="replace")
         proposal = _proposal_create(
             project=project, base=base, frame=frame, patch=patch, title=title, rationale=rationale,
-            warnings=warnings, uid=uid, author=author,
+            warnings=warnings, uid=uid, author=author, kind=kind, supersedes=supersedes, restores=restores,
         )
         number = proposal.frame_version.number
         audit_record(
@@ -125,15 +155,25 @@ def proposal_submit(
                 "frame_version": number,
                 "patch": patch,
                 "warnings": warnings,
+                "kind": kind,
+                "supersedes": supersedes.pk if supersedes else None,
+                "restores": restores.number if restores else None,
             },
         )
+        if supersedes is not None:
+            verb = "rebased" if kind == ProposalKind.REBASE else "replaced"
+            _close(
+                supersedes, actor=author, superseded_by=proposal,
+                reason=f"{verb} over v{base.number} as proposal #{proposal.pk}",
+            )
         proposal_submitted.send(sender=Proposal, proposal=proposal, requested_by=author)
     return proposal
 
 
 def _proposal_create(
     *, project: Project, base: FrameVersion, frame: dict, patch: Any, title: str, rationale: str,
-    warnings: list[str], uid: str, author,
+    warnings: list[str], uid: str, author, kind: str = ProposalKind.CHANGE,
+    supersedes: Proposal | None = None, restores: FrameVersion | None = None,
 ) -> Proposal:
     """The proposal row and the immutable version it proposes; the caller audits."""
     version = frame_version_create(project=project, snapshot=frame, parent=base, author=author)
@@ -148,6 +188,9 @@ def _proposal_create(
         warnings=warnings,
         author=author,
         state=ProposalState.PROPOSED,
+        kind=kind,
+        supersedes=supersedes,
+        restores=restores,
     )
 
 
@@ -245,6 +288,142 @@ def proposal_split(*, proposal: Proposal, lead) -> list[Proposal]:
     return created
 
 
+# --- rebase, rollback, close -------------------------------------------------------------------
+
+
+def _check_open(proposal: Proposal, *, project: Project, action: str) -> None:
+    if proposal.project_id != project.pk:
+        raise GovernanceError(f"proposal #{proposal.pk} belongs to another project")
+    state = Proposal.objects.values_list("state", flat=True).get(pk=proposal.pk)
+    if state in FINAL_STATES:
+        raise GovernanceError(f"proposal #{proposal.pk} is {state}: there is nothing to {action}")
+
+
+def _close(proposal: Proposal, *, actor, reason: str, superseded_by: Proposal | None = None) -> ProposalClosure:
+    """The closure row, the state moved to closed, the audit row: inside the caller's transaction."""
+    closure = ProposalClosure.objects.create(
+        proposal=proposal,
+        closed_by=actor if getattr(actor, "pk", None) else None,
+        reason=reason,
+        superseded_by=superseded_by,
+    )
+    proposal_sync_state(proposal=proposal)
+    audit_record(
+        actor=actor,
+        project=proposal.project,
+        action="proposal.closed",
+        obj=proposal,
+        summary=f"proposal #{proposal.pk} closed: {reason}",
+        payload={
+            "proposal": proposal.pk,
+            "reason": reason,
+            "superseded_by": superseded_by.pk if superseded_by else None,
+        },
+    )
+    return closure
+
+
+def proposal_close(*, proposal: Proposal, lead, reason: str) -> ProposalClosure:
+    """A lead closes an open proposal (stale or not) with a reason; it can no longer be backtested,
+    reviewed or promoted. The closure is append-only: a closed proposal stays closed."""
+    project = proposal.project
+    access.access_propose(lead, project)
+    reason = (reason or "").strip()
+    if not reason:
+        raise ProposalInvalid([FrameIssue(("reason",), "closing a proposal needs a reason")])
+    with transaction.atomic():
+        Project.objects.select_for_update().get(pk=project.pk)
+        _check_open(proposal, project=project, action="close")
+        return _close(proposal, actor=lead, reason=reason)
+
+
+def proposal_rebase(*, proposal: Proposal, author, resolutions: dict[str, str] | None = None) -> Proposal:
+    """Re-apply a stale proposal's patch over the promoted version: a NEW proposal (submitted
+    proposals are immutable) that supersedes it, starts its own backtest, and so carries none of
+    the old one's approvals; the old one is closed, naming the new.
+
+    A key the current version changed since the old base, to another value than the patch gives
+    it, is a conflict: without a resolution for each ("mine" keeps the proposal's value, "theirs"
+    the current one) it raises RebaseConflict and writes nothing.
+    """
+    project = proposal.project
+    access.access_propose(author, project)
+    with transaction.atomic():
+        Project.objects.select_for_update().get(pk=project.pk)
+        proposal = Proposal.objects.select_related("project", "base_version").get(pk=proposal.pk)
+        _check_open(proposal, project=project, action="rebase")
+        current, conflicts = selectors.rebase_plan(proposal=proposal)
+        if current is None or current.pk == proposal.base_version_id:
+            raise GovernanceError(
+                f"proposal #{proposal.pk} is written over the current version: there is nothing to rebase"
+            )
+        patch, unresolved = frames.resolve_rebase(proposal.patch, conflicts, resolutions or {})
+        if unresolved:
+            raise RebaseConflict(unresolved, current=current)
+        frame, _issues = frames.apply_patch(current.snapshot, patch)
+        if frame == current.snapshot:
+            raise ProposalInvalid(
+                [FrameIssue((), f"v{current.number} already holds everything it changes: close it instead")]
+            )
+        chosen = {c.key: (resolutions or {})[c.key] for c in conflicts}
+        note = (
+            f"Rebased over v{current.number} from proposal #{proposal.pk} "
+            f"(written over v{proposal.base_version.number})"
+        )
+        if chosen:
+            note += "; conflicts resolved: " + ", ".join(f"{k} → {v}" for k, v in sorted(chosen.items()))
+        rebased = proposal_submit(
+            project=project,
+            author=author,
+            title=proposal.title,
+            rationale=f"{proposal.rationale}\n\n{note}.".strip(),
+            patch=patch,
+            expected_base=current,
+            kind=ProposalKind.REBASE,
+            supersedes=proposal,
+        )
+        audit_record(
+            actor=author,
+            project=project,
+            action="proposal.rebased",
+            obj=rebased,
+            summary=f"proposal #{proposal.pk} rebased over v{current.number} as #{rebased.pk}",
+            payload={
+                "from": proposal.pk,
+                "to": rebased.pk,
+                "old_base": proposal.base_version.number,
+                "new_base": current.number,
+                "resolutions": chosen,
+            },
+        )
+    return rebased
+
+
+def proposal_rollback(*, project: Project, author, to_version: FrameVersion, rationale: str = "") -> Proposal:
+    """Roll back to an earlier version in one action: a proposal whose patch takes the current
+    version to `to_version`'s frame, backtested and reviewed like any other before it can land."""
+    access.access_propose(author, project)
+    if to_version.project_id != project.pk:
+        raise ProposalInvalid([FrameIssue(("version",), f"v{to_version.number} is not a version of {project.slug}")])
+    current = current_frame_version(project=project)
+    if current is None:
+        raise ProposalInvalid([FrameIssue((), f"{project.slug} has no promoted frame version to roll back")])
+    if current.pk == to_version.pk:
+        raise ProposalInvalid([FrameIssue(("version",), f"v{to_version.number} is the current version already")])
+    patch = frames.compute_patch(current.snapshot, to_version.snapshot)
+    return proposal_submit(
+        project=project,
+        author=author,
+        title=f"Roll back to v{to_version.number}",
+        rationale=(rationale or "").strip()
+        or f"Restores the frame of v{to_version.number} (v{current.number} is current).",
+        patch=patch,
+        expected_base=current,
+        kind=ProposalKind.ROLLBACK,
+        restores=to_version,
+    )
+
+
 # --- promotion -----------------------------------------------------------------------------------
 
 
@@ -289,6 +468,7 @@ def proposal_promote(*, proposal: Proposal, lead) -> Promotion:
                     "sequence": promotion.sequence,
                 },
             )
+            _mark_others_stale(proposal=proposal, lead=lead)
     except IntegrityError as error:
         if PROMOTION_SEQUENCE_CONSTRAINT in str(error):
             raise PromotionConflict(
@@ -299,6 +479,24 @@ def proposal_promote(*, proposal: Proposal, lead) -> Promotion:
             ) from error
         raise
     return promotion
+
+
+def _mark_others_stale(*, proposal: Proposal, lead) -> None:
+    """Every other open proposal of the project is stale once `proposal` lands: each gets an audit
+    row with the reason (the keys the promoted version changed under it), which its page repeats."""
+    current = selectors.current_with_proposal(project=proposal.project)
+    for other in selectors.open_proposals(project=proposal.project):
+        reason = selectors.stale_reason(other, current=current)
+        if reason is None:
+            continue
+        audit_record(
+            actor=lead,
+            project=proposal.project,
+            action="proposal.stale",
+            obj=other,
+            summary=f"proposal #{other.pk} is stale: {reason}",
+            payload={"proposal": other.pk, "promoted": proposal.pk, "reason": reason},
+        )
 
 
 # --- proposals that arrive with a corpus ---------------------------------------------------------

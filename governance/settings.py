@@ -138,6 +138,8 @@ CELERY_BROKER_URL = (
     else env("CELERY_BROKER_URL")
 )
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or CELERY_BROKER_URL
+# a failed webhook delivery waits this × 2^attempt before the next (5 attempts in all)
+FG_WEBHOOK_BACKOFF_SECONDS = float(env("FG_WEBHOOK_BACKOFF_SECONDS", "2"))
 CELERY_TASK_DEFAULT_QUEUE = env("FG_CELERY_QUEUE", "frame-governance")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

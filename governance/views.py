@@ -21,7 +21,7 @@ from authority.selectors import current_frame_version
 from selection.corpus.limits import MAX_INTEGER
 from selection.models import Project
 
-from . import frames, inbox, selectors, services
+from . import frames, inbox, selectors, services, webhooks
 from .forms import AuditFilterForm, ProposeForm
 
 AUDIT_PAGE_SIZE = 50
@@ -87,6 +87,8 @@ def proposal_create(request, slug: str):
         raise Http404(f"{project.slug} has no promoted frame version")
     declared = selectors.declared_projects(project=project)
     known = selectors.carried_classes(scope=[*declared, project.slug])
+    # "revise": an open proposal's change, edited (or split) into a new proposal that replaces it
+    revises = _revised(request, project)
     if request.method == "POST":
         form = ProposeForm(request.POST, base=base.snapshot, declared=declared, known_classes=known)
         if form.is_valid():
@@ -98,9 +100,12 @@ def proposal_create(request, slug: str):
                     rationale=form.cleaned_data["rationale"],
                     patch=form.patch,
                     expected_base=base,
+                    supersedes=revises,
                 )
             except services.ProposalInvalid as error:
                 form.add_issues(error.issues)
+            except services.GovernanceError as error:
+                form.add_error(None, str(error))
             else:
                 messages.success(
                     request, f"Proposal #{proposal.pk} stored as v{proposal.frame_version.number}."
@@ -109,14 +114,41 @@ def proposal_create(request, slug: str):
                     messages.warning(request, f"Warning: {warning}")
                 return redirect("proposal-detail", pk=proposal.pk)
     else:
-        form = ProposeForm(base=base.snapshot, declared=declared, known_classes=known)
+        initial = {}
+        if revises is not None:
+            initial = {
+                "title": revises.title,
+                "rationale": revises.rationale,
+                "raw_patch": json.dumps(revises.patch, indent=2, sort_keys=True),
+            }
+        form = ProposeForm(base=base.snapshot, declared=declared, known_classes=known, initial=initial)
     return render(
         request,
         "governance/proposal_form.html",
-        {"project": project, "base": base, "form": form, "caps": caps, "corpus_classes": sorted(known)},
+        {
+            "project": project, "base": base, "form": form, "caps": caps, "corpus_classes": sorted(known),
+            "revises": revises,
+        },
         # a refused proposal is the client's error: say so to scripts as well as to people
         status=400 if request.method == "POST" else 200,
     )
+
+
+def _revised(request, project):
+    """The open proposal named by ?revises= (GET) or the revises field (POST), or None."""
+    raw = request.POST.get("revises") if request.method == "POST" else request.GET.get("revises")
+    if not raw:
+        return None
+    try:
+        pk = int(raw)
+    except ValueError:
+        raise Http404("revises= must be a proposal number") from None
+    if not 0 < pk <= MAX_INTEGER:
+        raise Http404("revises= must be a proposal number")
+    revised = selectors.proposal_by_id(proposal_id=pk)
+    if revised.project_id != project.pk:
+        raise Http404(f"proposal #{pk} is not a proposal of {project.slug}")
+    return revised
 
 
 @login_required
@@ -149,13 +181,17 @@ def proposal_preview(request, slug: str):
 def proposal_list(request, slug: str):
     project = selectors.project_for_slug(slug=slug)
     caps = access.access_read(request.user, project)
-    current = inbox.current_versions([project.pk])
+    current = selectors.current_with_proposal(project=project)
+    proposals = list(selectors.proposal_rows(project=project))
+    conflicts = selectors.open_conflicts(proposals)
     return render(
         request,
         "governance/proposal_list.html",
         {
             "project": project,
-            "proposals": [(p, inbox.is_stale(p, current)) for p in selectors.proposal_rows(project=project)],
+            "proposals": [
+                (p, selectors.stale_reason(p, current=current), conflicts.get(p.pk, [])) for p in proposals
+            ],
             "caps": caps,
         },
     )
@@ -205,30 +241,39 @@ def audit_log(request):
     )
 
 
+def _resolutions(post) -> dict[str, str]:
+    """The author's choice per conflicting key, posted as resolve:<key> = mine | theirs."""
+    return {k.removeprefix("resolve:"): v for k, v in post.items() if k.startswith("resolve:")}
+
+
 @login_required
 @require_POST
 def proposal_resubmit(request, pk: int):
-    """A stale proposal's next step: the same patch over the version that is current now."""
+    """A stale proposal's next step: rebase it over the version current now (a new proposal that
+    supersedes it); a key both changed is resolved on its page, one choice per key."""
     stale = selectors.proposal_by_id(proposal_id=pk)
-    current = current_frame_version(project=stale.project)
     try:
-        proposal = services.proposal_submit(
-            project=stale.project,
-            author=request.user,
-            title=stale.title,
-            rationale=f"{stale.rationale}\n\nResubmitted over v{current.number} from proposal #{stale.pk}.".strip(),
-            patch=stale.patch,
-            expected_base=current,
+        proposal = services.proposal_rebase(
+            proposal=stale, author=request.user, resolutions=_resolutions(request.POST)
         )
+    except services.RebaseConflict as error:
+        messages.error(request, f"Not rebased: {error}.")
+        return redirect("proposal-detail", pk=pk)
     except services.ProposalInvalid as error:
         messages.error(
             request,
-            f"The patch does not apply over v{current.number}: "
-            + "; ".join(str(issue) for issue in error.issues)
+            "Not rebased: " + "; ".join(str(issue) for issue in error.issues)
             + ". Propose the change again from the current frame.",
         )
         return redirect("proposal-detail", pk=pk)
-    messages.success(request, f"Resubmitted as proposal #{proposal.pk} over v{current.number}.")
+    except services.GovernanceError as error:
+        messages.error(request, f"Not rebased: {error}.")
+        return redirect("proposal-detail", pk=pk)
+    messages.success(
+        request,
+        f"Resubmitted as proposal #{proposal.pk} over v{proposal.base_version.number}; "
+        f"proposal #{stale.pk} is closed and its approvals do not carry over.",
+    )
     return redirect("proposal-detail", pk=proposal.pk)
 
 
@@ -249,3 +294,71 @@ def proposal_split(request, pk: int):
         + "; each has its own backtest.",
     )
     return redirect("proposal-detail", pk=created[0].pk)
+
+
+@login_required
+@require_POST
+def proposal_close(request, pk: int):
+    proposal = selectors.proposal_by_id(proposal_id=pk)
+    try:
+        services.proposal_close(proposal=proposal, lead=request.user, reason=request.POST.get("reason", ""))
+    except services.ProposalInvalid as error:
+        messages.error(request, "Not closed: " + "; ".join(i.message for i in error.issues) + ".")
+    except services.GovernanceError as error:
+        messages.error(request, f"Not closed: {error}.")
+    else:
+        messages.success(request, f"Proposal #{proposal.pk} is closed.")
+    return redirect("proposal-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def proposal_rollback(request, slug: str):
+    """One action: a proposal restoring an earlier version, backtested and reviewed like any other."""
+    project = selectors.project_for_slug(slug=slug)
+    try:
+        number = int(request.POST.get("version", ""))
+    except ValueError:
+        number = 0
+    if not 0 < number <= MAX_INTEGER:
+        messages.error(request, "Not rolled back: choose a version number from the history.")
+        return redirect("project-detail", slug=slug)
+    version = selectors.frame_version(project=project, number=number)
+    try:
+        proposal = services.proposal_rollback(
+            project=project, author=request.user, to_version=version, rationale=request.POST.get("rationale", "")
+        )
+    except services.ProposalInvalid as error:
+        messages.error(request, "Not rolled back: " + "; ".join(str(i) for i in error.issues) + ".")
+        return redirect("project-detail", slug=slug)
+    messages.success(request, f"Proposal #{proposal.pk} restores v{number}; its backtest has started.")
+    return redirect("proposal-detail", pk=proposal.pk)
+
+
+@login_required
+def project_webhooks(request, slug: str):
+    """A lead's page: the project's signed webhooks, adding one, and the log of every delivery."""
+    project = selectors.project_for_slug(slug=slug)
+    caps = access.access_promote(request.user, project)
+    error, status = "", 200
+    if request.method == "POST":
+        try:
+            endpoint = webhooks.webhook_create(
+                project=project, lead=request.user, url=request.POST.get("url", ""),
+                events=request.POST.getlist("events"),
+            )
+        except services.InputRefused as refused:
+            error, status = str(refused), 400
+        else:
+            messages.success(request, f"Webhook #{endpoint.pk} added: it receives {', '.join(endpoint.events)}.")
+            return redirect("project-webhooks", slug=slug)
+    endpoints, deliveries = webhooks.project_webhooks(project=project)
+    return render(
+        request,
+        "governance/webhooks.html",
+        {
+            "project": project, "caps": caps, "endpoints": endpoints, "deliveries": deliveries,
+            "event_names": webhooks.EVENT_NAMES, "error": error,
+        },
+        status=status,
+    )

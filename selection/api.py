@@ -22,7 +22,7 @@ from selection.engine.routing.report import routing_summary
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkSignal
 
-from . import jobs, redaction, selectors, serving
+from . import jobs, labelling, redaction, selectors, serving
 from .api_fields import Id, Text
 from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk
 from .models import Corpus, Evaluation, Job
@@ -685,3 +685,48 @@ def _evaluation(evaluation: Evaluation, corpus: Corpus) -> dict:
         "conditions": list(evaluation.conditions),
         "result": evaluation.result,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Ledgers from traces
+# --------------------------------------------------------------------------------------------
+
+
+class TraceLabelIn(Schema):
+    uid: Text = Field("", max_length=200, description="the new task's id (default trace-N)")
+    labels: dict[Text, Literal["MUST", "SHOULD", "OPTIONAL", "DISTRACTOR", "HARMFUL"]] = Field(
+        description="unit id (a candidate of the trace) -> its label"
+    )
+
+
+class LabelledTaskOut(Schema):
+    task: str
+    project: str
+    trace_id: int
+    labelled_by: str
+    task_set_version: int
+    labels: dict[str, str]
+
+
+@router.post(
+    "/traces/{trace_id}/task",
+    response={201: LabelledTaskOut},
+    url_name="trace-label",
+    summary="Turn a trace into a labelled evaluation task",
+)
+def trace_label(request, trace_id: Id, body: TraceLabelIn):
+    """The trace's request becomes a task of its project with `labels` as its ledger; the project's
+    task set gets a new version, which later backtests name."""
+    trace, _caps = selectors.readable_trace(user=request.auth, pk=trace_id)
+    made = labelling.trace_label(trace=trace, user=request.auth, labels=dict(body.labels), uid=body.uid)
+    return Status(
+        201,
+        {
+            "task": made.task.uid,
+            "project": trace.project.slug,
+            "trace_id": trace.pk,
+            "labelled_by": request.auth.username,
+            "task_set_version": made.version.number,
+            "labels": dict(body.labels),
+        },
+    )

@@ -436,3 +436,37 @@ class LocalUnit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}:{self.project.slug}:{self.uid}"
+
+
+class TaskSetVersion(models.Model):
+    """A numbered state of a project's task set (its tasks and ledgers, by digest): every change a
+    person makes (a task labelled from a trace) adds one, so a backtest or an evaluation can name
+    the version it ran on. Append-only (trigger). Version 1 is the set as imported, recorded at the
+    first change."""
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="task_set_versions")
+    number = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64, help_text="sha256 of the tasks and their ledgers")
+    tasks = models.PositiveIntegerField(help_text="how many tasks the set holds")
+    reason = models.TextField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "number"], name="task_set_version_unique"),
+        ]
+
+
+class TaskLabelling(models.Model):
+    """Who turned which trace into an evaluation task, and when: its labels are the task's ledger.
+    Append-only (trigger); a trace is labelled once."""
+
+    task = models.OneToOneField(Task, on_delete=models.PROTECT, related_name="labelling")
+    trace = models.OneToOneField(Trace, on_delete=models.PROTECT, related_name="labelling")
+    labelled_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    labelled_at = models.DateTimeField(auto_now_add=True)
+    task_set_version = models.ForeignKey(TaskSetVersion, on_delete=models.PROTECT, related_name="+")

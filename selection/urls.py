@@ -1,7 +1,7 @@
 from django.urls import path
 
 from . import views as trace_views
-from . import views_chain, views_evaluation, views_jobs, views_retention, views_units
+from . import views_chain, views_evaluation, views_jobs, views_labelling, views_retention, views_units
 
 urlpatterns: list = []
 
@@ -32,6 +32,8 @@ urlpatterns += [
         name="trace-search-export",
     ),
     path("traces/diff/", trace_views.trace_diff_view, name="trace-diff"),
+    path("traces/unlabelled/", views_labelling.trace_queue, name="trace-queue"),
+    path("traces/<int:pk>/label/", views_labelling.trace_label, name="trace-label"),
     path("traces/<int:pk>/", trace_views.trace_detail, name="trace-detail"),
     path("traces/<int:pk>/verify/", trace_views.trace_verify, name="trace-verify"),
     path(

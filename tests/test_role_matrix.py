@@ -158,6 +158,18 @@ def pages(w):
         ("proposal-backtest-start", "post", reverse("proposal-backtest-start", args=[w["proposal"]]), {}, only("lead")),
         ("proposal-resubmit", "post", reverse("proposal-resubmit", args=[w["proposal"]]), {}, only("lead")),
         ("proposal-split", "post", reverse("proposal-split", args=[w["proposal"]]), {}, only("lead")),
+        # issue 19: close (an empty reason is refused with a message), roll back (to the current
+        # version: refused with a message), comment, webhooks, the labelling queue and page
+        ("proposal-close", "post", reverse("proposal-close", args=[w["proposal"]]), {"reason": ""}, only("lead")),
+        ("proposal-rollback", "post", reverse("proposal-rollback", args=[s]), {"version": "1"}, only("lead")),
+        (
+            "proposal-comment", "post", reverse("proposal-comment", args=[w["proposal"]]), {"body": ""},
+            only("lead", "reviewer"),
+        ),
+        ("project-webhooks", "get", reverse("project-webhooks", args=[s]), None, only("lead")),
+        ("trace-queue", "get", reverse("trace-queue"), None, anyone),
+        ("trace-label", "get", reverse("trace-label", args=[t]), None, member),
+        ("trace-label", "post", reverse("trace-label", args=[t]), {"uid": ""}, only("lead", "reviewer")),
         ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page
     ]
 
@@ -268,6 +280,25 @@ def api_operations(w):
         ("post", f"{v}/backtests/{{backtest_id}}/reviews"): (
             f"{v}/backtests/{b}/reviews", {"verdict": "approve"}, {"reviewer", "token:reviewer"},
         ),
+        # issue 16: split (a proposal of one part is refused with a 422, past the access check)
+        ("post", f"{v}/proposals/{{proposal_id}}/split"): (f"{v}/proposals/{p}/split", {}, {"lead", "token:lead"}),
+        # issue 19: bodies the schema accepts and the service refuses after the access check
+        # (a proposal over the current version has nothing to rebase; a blank reason; a rollback to
+        # the current version; a blank comment; a label of no unit)
+        ("post", f"{v}/proposals/{{proposal_id}}/rebase"): (
+            f"{v}/proposals/{p}/rebase", {"resolutions": {}}, {"lead", "token:lead"},
+        ),
+        ("post", f"{v}/proposals/{{proposal_id}}/close"): (
+            f"{v}/proposals/{p}/close", {"reason": " "}, {"lead", "token:lead"},
+        ),
+        ("post", f"{v}/rollbacks"): (f"{v}/rollbacks", {"project": s, "version": 1}, {"lead", "token:lead"}),
+        ("post", f"{v}/proposals/{{proposal_id}}/comments"): (
+            f"{v}/proposals/{p}/comments", {"body": " "}, {"lead", "reviewer", "token:lead", "token:reviewer"},
+        ),
+        ("get", f"{v}/proposals/{{proposal_id}}/timeline"): (f"{v}/proposals/{p}/timeline", None, READERS),
+        ("post", f"{v}/traces/{{trace_id}}/task"): (
+            f"{v}/traces/{t}/task", {"labels": {}}, {"lead", "reviewer", "token:lead", "token:reviewer"},
+        ),
         # the MCP endpoint (not in the schema): tokens only; what a tool may do is access.py's
         ("post", "/mcp"): ("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, set(TOKENS)),
     }
@@ -354,7 +385,7 @@ def _fill(pattern: str, w) -> str:
 
     values = {
         "slug": w["slug"], "name": w["corpus"], "fmt": "json", "unit_uid": "r1", "unit": "r1",
-        "pk": str(w["trace"]), "trace_id": str(w["trace"]), "a": str(w["trace"]), "b": str(w["other"]),
+        "uid": "r1", "pk": str(w["trace"]), "trace_id": str(w["trace"]), "a": str(w["trace"]), "b": str(w["other"]),
         "backtest_id": str(w["backtest"]), "proposal_id": str(w["proposal"]), "evaluation_id": str(w["evaluation"]),
         "job_id": str(w["job"]), "number": "1", "rest": "no-such-operation", "id": str(w["users"]["lead"].pk),
         "object_id": str(w["users"]["lead"].pk), "content_type_id": "1", "app_label": "auth", "url": "nothing/",

@@ -11,6 +11,8 @@ sift's own MUST units out of the budget.
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from django.urls import reverse
 
@@ -149,7 +151,7 @@ def test_the_ablation_flags_the_scope_widening_and_the_split_backtests_apart(
     assert 'id="ablation-table"' in page and 'data-part="scope" data-flagged="true"' in page
     assert 'data-part="class_pull" data-flagged="false"' in page
     assert 'id="split-suggestion"' in page and 'id="split"' not in page
-    assert "it lowers must_include_recall by" in page
+    assert by["scope"]["why"] and all(html.escape(why) in page for why in by["scope"]["why"])
     detail = client.get(reverse("backtest-detail", args=[backtest.pk])).content.decode()
     assert 'id="ablation-table"' in detail and 'id="split"' not in detail
     client.force_login(lead)

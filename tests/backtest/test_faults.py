@@ -157,3 +157,7 @@ def test_a_broker_restarted_mid_backtest_loses_nothing_or_fails_visibly_and_reru
         app.conf.task_default_queue = default_queue
         embedded.ensure_redis()
         stop(worker)
+        # this process's pooled broker and result-backend connections died with the old redis:
+        # drop them, so that later tests connect afresh (a new process would anyway)
+        app.pool.force_close_all()
+        app.backend.client.connection_pool.disconnect()

@@ -97,6 +97,8 @@ def test_a_finished_backtest_row_is_immutable_and_status_moves_forward(queued):
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(gates={"primary": "precision"}))
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(task_ids=[]))
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(task_set_digest="0" * 64))
+    refused(lambda: Backtest.objects.filter(pk=queued.pk).update(ablation={"parts": ["scope"]}))
+    refused(lambda: Backtest.objects.filter(pk=queued.pk).update(shadow={"requested": 99}))
     services.backtest_fail(backtest_id=queued.pk, error="stopped by the test")
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(status=BacktestStatus.FINISHED))
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(error=""))

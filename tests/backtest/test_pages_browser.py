@@ -63,6 +63,8 @@ def _main_pages(backtest, evaluation) -> dict[str, str]:
         "evaluations": reverse("evaluation-list", args=["context-lab"]),
         "evaluation": reverse("evaluation-detail", args=[evaluation.pk]),
         "audit": reverse("audit-log"),
+        "to-label": reverse("trace-queue"),
+        "label": reverse("trace-label", args=[traces[0]]),
     }
 
 

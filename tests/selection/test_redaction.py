@@ -207,9 +207,11 @@ def test_evaluation_and_backtest_pages_and_api_redact(wide, traces, client):
 
     evaluation = evaluation_run(corpus=wide["corpus"], conditions="C0,C6")
     assert any("o1" in run.trace.admitted for run in evaluation.runs.select_related("trace"))
-    backtest = backtest_services.backtest_enqueue(proposal=Proposal.objects.get(uid="notes-first"), requested_by=None)
+    backtest = backtest_services.backtest_enqueue(
+        proposal=Proposal.objects.get(uid="notes-first"), requested_by=None, shadow=0
+    )
     for task_id in backtest.task_ids:
-        for side in ("baseline", "candidate"):
+        for side in backtest_services.replay_sides(backtest):
             backtest_services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
     backtest_services.backtest_finish(backtest_id=backtest.pk)
 

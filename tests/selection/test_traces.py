@@ -713,15 +713,15 @@ def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
         task=lab.task,
         use_dense=False,
     ).trace
-    before = trace_explained(trace).attribution
+    before = trace_explained(trace, user=people["auditor"]).attribution
     assert not [e for e in before.units if e.label != "SHOULD"], before  # no MUST miss, no E4
     with pytest.raises(CommandError, match="may not report"):
         call_command("record_outcome", str(trace.pk), verdict="failed", user="outsider")
     call_command("record_outcome", str(trace.pk), verdict="failed", user="reviewer", note="wrong answer")
     assert trace.outcomes.get().verdict == "failed"
-    after = trace_explained(trace).attribution
+    after = trace_explained(trace, user=people["auditor"]).attribution
     assert "E6" in after.codes
     # a trace that missed required evidence is not a reader failure, whatever the outcome says
     missed = lab.select().trace
     call_command("record_outcome", str(missed.pk), verdict="failed", user="reviewer")
-    assert "E6" not in trace_explained(missed).attribution.codes
+    assert "E6" not in trace_explained(missed, user=people["auditor"]).attribution.codes
