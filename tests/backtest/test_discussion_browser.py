@@ -10,6 +10,7 @@ from django.urls import reverse
 from governance.models import Proposal, ProposalState
 from tests.browser import css, wait_for
 
+from .conftest import wait_finished
 from .test_review_card import _finished
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -65,3 +66,7 @@ def test_a_rejected_two_part_change_is_split_after_a_discussion(sift_users, brow
     assert f"Replaces proposal #{rejected.pk}" in css(browser, "#lineage").text
     old = Proposal.objects.get(pk=rejected.pk)
     assert old.state == ProposalState.CLOSED and f"as proposal #{split.pk}" in old.closure.reason
+    # the replacing proposal's backtest runs on the session's worker: let it end before the
+    # database is flushed under it
+    for backtest in split.backtests.all():
+        wait_finished(backtest.pk, timeout=300)

@@ -159,5 +159,8 @@ def test_a_broker_restarted_mid_backtest_loses_nothing_or_fails_visibly_and_reru
         stop(worker)
         # this process's pooled broker and result-backend connections died with the old redis:
         # drop them, so that later tests connect afresh (a new process would anyway)
+        # (what Celery itself does in a forked child: a new pool on next use)
         app.pool.force_close_all()
+        app._pool = None
+        app.amqp._producer_pool = None
         app.backend.client.connection_pool.disconnect()
