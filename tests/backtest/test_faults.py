@@ -17,6 +17,7 @@ import time
 import uuid
 
 import pytest
+from kombu import pools as kombu_pools
 
 from backtest import services
 from backtest.models import Backtest, BacktestStatus, TaskReplay
@@ -159,8 +160,9 @@ def test_a_broker_restarted_mid_backtest_loses_nothing_or_fails_visibly_and_reru
         stop(worker)
         # this process's pooled broker and result-backend connections died with the old redis:
         # drop them, so that later tests connect afresh (a new process would anyway)
-        # (what Celery itself does in a forked child: a new pool on next use)
-        app.pool.force_close_all()
+        # (kombu's pools.reset empties its registry of pools; Celery then builds new ones on next
+        # use, as it does in a forked child)
+        kombu_pools.reset()
         app._pool = None
         app.amqp._producer_pool = None
         app.backend.client.connection_pool.disconnect()
