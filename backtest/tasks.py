@@ -20,9 +20,9 @@ from .gates import GateSpecError
 RETRIED = (OperationalError, InterfaceError)
 
 
-@shared_task(
+# the options of every replay task (a task's replay and a recorded selection's shadow replay)
+REPLAY_OPTIONS = dict(
     bind=True,
-    name=services.REPLAY_TASK,
     autoretry_for=RETRIED,
     retry_backoff=0.5,
     retry_backoff_max=10,
@@ -34,6 +34,9 @@ RETRIED = (OperationalError, InterfaceError)
     soft_time_limit=settings.FG_REPLAY_SOFT_TIME_LIMIT,
     time_limit=settings.FG_REPLAY_TIME_LIMIT,
 )
+
+
+@shared_task(name=services.REPLAY_TASK, **REPLAY_OPTIONS)
 def replay_task(self, backtest_id: int, task_id: int, side: str) -> int | None:
     # ... but not forever: a replay that keeps killing its worker fails its backtest instead
     if not services.replay_delivery_allowed(
@@ -43,18 +46,7 @@ def replay_task(self, backtest_id: int, task_id: int, side: str) -> int | None:
     return services.replay_one(backtest_id=backtest_id, task_id=task_id, side=side).pk
 
 
-@shared_task(
-    bind=True,
-    name=services.SHADOW_TASK,
-    autoretry_for=RETRIED,
-    retry_backoff=0.5,
-    retry_backoff_max=10,
-    max_retries=5,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=settings.FG_REPLAY_SOFT_TIME_LIMIT,
-    time_limit=settings.FG_REPLAY_TIME_LIMIT,
-)
+@shared_task(name=services.SHADOW_TASK, **REPLAY_OPTIONS)
 def shadow_task(self, backtest_id: int, trace_id: int) -> int | None:
     """One recorded selection replayed under both versions (services.shadow_one)."""
     if not services.replay_delivery_allowed(
