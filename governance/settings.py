@@ -9,6 +9,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
+
+from selection.hnsw import support as hnsw_support
 
 from . import embedded
 
@@ -246,6 +249,18 @@ FG_READER_MODEL_TIMEOUT = float(env("FG_READER_MODEL_TIMEOUT", "30"))
 FG_UPLOAD_DIR = env("FG_UPLOAD_DIR", str(embedded.STATE_DIR / "uploads"))
 # engine indexes persisted for fast start-up (selection/index_cache.py); empty: off
 FG_INDEX_CACHE_DIR = env("FG_INDEX_CACHE_DIR", str(embedded.STATE_DIR / "index-cache"))
+# dense search: "memory" (each process holds the vectors: exact, IVF from 50k units) or
+# "pgvector-hnsw" (PostgreSQL answers from pgvector's HNSW index, shared by every process; build it
+# with `manage.py hnsw_index`); refused with a clear message where pgvector would crash (selection/hnsw)
+FG_DENSE_SEARCHER = env("FG_DENSE_SEARCHER", "memory")
+if FG_DENSE_SEARCHER not in ("memory", "pgvector-hnsw"):
+    raise RuntimeError(f"FG_DENSE_SEARCHER must be memory or pgvector-hnsw, not {FG_DENSE_SEARCHER!r}")
+FG_HNSW_EF_SEARCH = int(env("FG_HNSW_EF_SEARCH", "100"))  # raised to k where k is larger
+if FG_DENSE_SEARCHER == "pgvector-hnsw" and EMBEDDED:
+    # refuse at start, before any process runs a vector operator the CPU cannot execute
+    _refusal = hnsw_support.embedded_refusal(Path(FG_INDEX_CACHE_DIR) if FG_INDEX_CACHE_DIR else None)
+    if _refusal is not None:
+        raise ImproperlyConfigured(_refusal)
 
 LOGGING = {
     "version": 1,

@@ -28,6 +28,7 @@ from selection.engine.types import (
 )
 
 from . import index_cache
+from .hnsw.index import dense_mode, searcher_for_corpus
 from .models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink
 
 _INDEX_CACHE: OrderedDict[int, tuple[int, CorpusIndex]] = OrderedDict()  # corpus -> (revision, index)
@@ -157,7 +158,8 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
     """The engine index of a corpus, kept per process until the corpus's revision moves (an erasure
     changed a unit: one primary-key read per call tells every process), and read from the index
     cache (selection/index_cache.py) when a file of the same fingerprint exists, else built from
-    rows."""
+    rows. With FG_DENSE_SEARCHER=pgvector-hnsw no vector is loaded: PostgreSQL answers dense
+    search (selection/hnsw)."""
     corpus_id = corpus if isinstance(corpus, int) else corpus.pk
     revision = Corpus.objects.filter(pk=corpus_id).values_list("revision", flat=True).first() or 0
     with _index_lock:
@@ -165,12 +167,17 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
         if cached is not None and cached[0] == revision:
             _INDEX_CACHE.move_to_end(corpus_id)
             return cached[1]
-    fingerprint = index_cache.corpus_fingerprint(corpus_id)
+    in_postgres = dense_mode() == "pgvector-hnsw"
+    fingerprint = index_cache.corpus_fingerprint(corpus_id) + ("-hnsw" if in_postgres else "")
     index = index_cache.load(corpus_id, fingerprint)
     if index is None:
-        units, vectors = load_units(corpus_id)
+        units, vectors = load_units(corpus_id, with_vectors=not in_postgres)
         index = CorpusIndex.build(units, vectors)
+        if in_postgres:
+            index.dense = searcher_for_corpus(corpus_id, index)
         index_cache.store(corpus_id, fingerprint, index)
+    elif in_postgres:  # the HNSW index may have been built or dropped since the file was written
+        index.dense = searcher_for_corpus(corpus_id, index)
     routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:
         _INDEX_CACHE[corpus_id] = (revision, index)

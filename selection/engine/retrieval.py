@@ -109,6 +109,9 @@ def _in_scope(searcher, query: np.ndarray, hits: DenseHits, allowed: np.ndarray,
     corpus is exhausted."""
     if hits.full is not None:
         return hits.with_top(_masked_top(hits.full, allowed, k))
+    scoped = getattr(searcher, "search_scoped", None)
+    if scoped is not None:  # a searcher that filters inside its own scan (pgvector's HNSW)
+        return scoped(query, k, allowed)
     want, size = k, int(getattr(searcher, "size", allowed.size))
     while True:
         top = [int(p) for p in hits.top if allowed[p]]
