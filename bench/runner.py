@@ -7,6 +7,8 @@ issue 7's targets checked against it. Each part lives in its own module, by what
   end_to_end          selection.services.run_selection with embeddings and the durable trace write
   backtest_throughput backtest.services.replay_one in forked workers
   import_rate         selection.importing.corpus_import with real embeddings, rolled back
+  pgvector_hnsw       dense search in PostgreSQL with pgvector's HNSW index: p50/p95, recall@40
+                      against exact (skipped, saying why, where pgvector cannot run on this CPU)
   pages               the trace page (~200 candidates), the evaluation page, the audit log and the
                       trace history through Django's test client, warm: time, bytes, SQL queries
 
@@ -32,6 +34,7 @@ from .end_to_end import time_service
 from .generator import SyntheticCorpus, generate
 from .import_rate import time_import
 from .pages import time_pages
+from .pgvector_hnsw import time_hnsw
 from .reference import time_reference
 from .selection_latency import dense_recall, engine_requests, time_selection
 from .stats import machine, peak_rss_mb
@@ -173,6 +176,17 @@ def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say) -> dict:
                 f"{page['queries']} queries")
         if pages["evaluation"]["run_s"] is not None:
             say(f"[{bench.size}] the evaluation the page shows ran in {pages['evaluation']['run_s']} s")
+    out["pgvector_hnsw"] = hnsw = time_hnsw(stored, bench)
+    if "skipped" in hnsw:
+        say(f"[{bench.size}] dense search in PostgreSQL (pgvector HNSW) skipped: {hnsw['skipped']}")
+    else:
+        say(f"[{bench.size}] dense search in PostgreSQL ({hnsw['searcher']}): p50 "
+            f"{hnsw['search']['p50_ms']} ms, p95 {hnsw['search']['p95_ms']} ms, recall@40 against "
+            f"exact {hnsw['recall_at_40']} (min {hnsw['recall_at_40_min']}); scoped to the task's project "
+            f"({hnsw['scoped_share']:.1%} of the units on average): p50 {hnsw['scoped']['p50_ms']} ms, p95 "
+            f"{hnsw['scoped']['p95_ms']} ms, recall@40 {hnsw['scoped_recall_at_40']}, pool full in "
+            f"{hnsw['scoped_pool_full']:.0%} of the queries"
+            + (f"; index built in {hnsw['index_build_s']} s" if "index_build_s" in hnsw else ""))
     return out
 
 

@@ -174,10 +174,10 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
         units, vectors = load_units(corpus_id, with_vectors=not in_postgres)
         index = CorpusIndex.build(units, vectors)
         if in_postgres:
-            index.dense = searcher_for_corpus(corpus_id, index)
+            index.dense = searcher_for_corpus(corpus_id, index.position)
         index_cache.store(corpus_id, fingerprint, index)
     elif in_postgres:  # the HNSW index may have been built or dropped since the file was written
-        index.dense = searcher_for_corpus(corpus_id, index)
+        index.dense = searcher_for_corpus(corpus_id, index.position)
     routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:
         _INDEX_CACHE[corpus_id] = (revision, index)

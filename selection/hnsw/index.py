@@ -8,14 +8,13 @@ index over `embedding::vector(d)` limited to the rows of that dimension, named
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
-
-from selection.engine.index import CorpusIndex
 
 from . import support
 from .searcher import TABLE, PgvectorHnswSearcher
@@ -126,9 +125,10 @@ def drop_hnsw_index(*, dimension: int) -> str:
     return f"{name} dropped"
 
 
-def searcher_for_corpus(corpus_id: int, index: CorpusIndex) -> PgvectorHnswSearcher | None:
-    """The PostgreSQL dense searcher of a corpus, positions aligned with `index`; None where some
-    unit has no vector or the dimensions differ (no dense search then, as in memory)."""
+def searcher_for_corpus(corpus_id: int, position: Mapping[str, int]) -> PgvectorHnswSearcher | None:
+    """The PostgreSQL dense searcher of a corpus, positions as in `position` (unit id -> index
+    position: CorpusIndex.position); None where some unit has no vector or the dimensions differ
+    (no dense search then, as in memory)."""
     require_pgvector()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -141,13 +141,13 @@ def searcher_for_corpus(corpus_id: int, index: CorpusIndex) -> PgvectorHnswSearc
             return None
         cursor.execute(f"SELECT uid, id, project_id FROM {TABLE} WHERE corpus_id = %s", [corpus_id])
         rows = cursor.fetchall()
-    if len(rows) != len(index.units) or any(uid not in index.position for uid, _, _ in rows):
+    if len(rows) != len(position) or any(uid not in position for uid, _, _ in rows):
         raise ValueError(f"corpus {corpus_id} changed while its index was built; ask again")
-    row_ids = np.zeros(len(index.units), dtype=np.int64)
-    project_ids = np.zeros(len(index.units), dtype=np.int64)
+    row_ids = np.zeros(len(position), dtype=np.int64)
+    project_ids = np.zeros(len(position), dtype=np.int64)
     for uid, row_id, project_id in rows:
-        position = index.position[uid]
-        row_ids[position], project_ids[position] = row_id, project_id
+        at = position[uid]
+        row_ids[at], project_ids[at] = row_id, project_id
     return PgvectorHnswSearcher(
         corpus_id=corpus_id,
         dimension=low,

@@ -67,6 +67,9 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert pages["trace"]["candidates"] > 40  # a wider pool than the engine's default
     assert pages["evaluation"]["runs"] > 0 and pages["evaluation"]["run_s"] > 0
     assert pages["audit_log"]["entries"] > 0 and pages["trace_history"]["traces"] > 0
+    hnsw = entry["pgvector_hnsw"]  # skipped, saying why, where pgvector cannot run on this CPU
+    assert "AVX-512" in hnsw["skipped"] if "skipped" in hnsw else (
+        hnsw["search"]["n"] == 8 and hnsw["recall_at_40"] > 0.5 and hnsw["scoped_pool_full"] == 1.0)
     assert entry["peak_rss_mb"] > 0
     assert {check["target"] for check in doc["targets"]} >= {
         "import units/s with embeddings (300 units)", f"C6 p50 / strong reference p50 at {SIZE}"}
