@@ -21,6 +21,8 @@ from .searcher import TABLE, PgvectorHnswSearcher
 
 DEFAULT_M = 16  # pgvector's defaults
 DEFAULT_EF_CONSTRUCTION = 64
+# the graph is built in memory while it fits (~0.6 GB for 100k 384-dimension vectors), far faster
+DEFAULT_BUILD_MEMORY = "1GB"
 
 
 def dense_mode() -> str:
@@ -90,7 +92,11 @@ def embedding_dimensions() -> list[int]:
 
 
 def build_hnsw_index(
-    *, dimension: int, m: int = DEFAULT_M, ef_construction: int = DEFAULT_EF_CONSTRUCTION
+    *,
+    dimension: int,
+    m: int = DEFAULT_M,
+    ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+    maintenance_work_mem: str = DEFAULT_BUILD_MEMORY,
 ) -> str:
     """Create the HNSW index for `dimension` (CONCURRENTLY outside a transaction, so imports and
     selections go on meanwhile); an invalid leftover of a failed build is dropped first. Returns
@@ -108,12 +114,18 @@ def build_hnsw_index(
         if not concurrently:  # inside a transaction: deferred FK checks must run before an index
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(f"DROP INDEX{concurrently} IF EXISTS {name}")  # an invalid leftover
-        cursor.execute(
-            f"CREATE INDEX{concurrently} {name} ON {TABLE} USING hnsw "
-            f"((embedding::vector({int(dimension)})) vector_cosine_ops) "
-            f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) "
-            f"WHERE vector_dims(embedding) = {int(dimension)}"
-        )
+        cursor.execute("SELECT current_setting('maintenance_work_mem')")
+        [previous] = cursor.fetchone()
+        cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem])
+        try:
+            cursor.execute(
+                f"CREATE INDEX{concurrently} {name} ON {TABLE} USING hnsw "
+                f"((embedding::vector({int(dimension)})) vector_cosine_ops) "
+                f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)}) "
+                f"WHERE vector_dims(embedding) = {int(dimension)}"
+            )
+        finally:
+            cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [previous])
     return f"{name} built (m={int(m)}, ef_construction={int(ef_construction)})"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import connection
@@ -198,3 +199,33 @@ def test_a_selection_in_postgres_names_the_searcher_and_keeps_the_bundle(pgvecto
     assert retriever["dense"].startswith("pgvector-hnsw(m=16,ef_construction=64,ef_search=100")
     assert in_postgres.result.bundle.unit_ids() == memory.result.bundle.unit_ids()
     assert "o1" not in in_postgres.result.bundle.unit_ids()  # the other project stays out
+
+
+# -- start-up ----------------------------------------------------------------------------------------
+
+
+def _manage(*args, **env):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, str(root / "manage.py"), *args],
+        capture_output=True, text=True, timeout=300, cwd=root,
+        env={**os.environ, "FG_QUIET_EMBEDDED": "1", **env},
+    )  # fmt: skip
+
+
+def test_start_up_refuses_the_mode_where_pgvector_would_crash_and_names_a_wrong_value():
+    wrong = _manage("check", FG_DENSE_SEARCHER="pgvector")
+    assert wrong.returncode != 0
+    assert "FG_DENSE_SEARCHER must be memory or pgvector-hnsw, not 'pgvector'" in wrong.stderr
+    started = _manage("check", FG_DENSE_SEARCHER="pgvector-hnsw")
+    if settings.EMBEDDED and support.embedded_refusal(None) is not None:
+        assert started.returncode != 0
+        assert "FG_DENSE_SEARCHER=pgvector-hnsw refused" in started.stderr
+        assert "this CPU lacks avx512f" in started.stderr
+    else:
+        assert started.returncode == 0, started.stderr

@@ -4,6 +4,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from selection.hnsw.index import (
+    DEFAULT_BUILD_MEMORY,
     DEFAULT_EF_CONSTRUCTION,
     DEFAULT_M,
     build_hnsw_index,
@@ -25,6 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--m", type=int, default=DEFAULT_M, help=f"HNSW m (default {DEFAULT_M})")
         parser.add_argument("--ef-construction", type=int, default=DEFAULT_EF_CONSTRUCTION,
                             help=f"HNSW ef_construction (default {DEFAULT_EF_CONSTRUCTION})")
+        parser.add_argument("--maintenance-work-mem", default=DEFAULT_BUILD_MEMORY,
+                            help=f"memory for the build (default {DEFAULT_BUILD_MEMORY}; the graph "
+                                 "is built far faster while it fits)")
         parser.add_argument("--drop", action="store_true", help="drop the index instead")
 
     def handle(self, *args, **options):
@@ -37,7 +41,10 @@ class Command(BaseCommand):
                     done = drop_hnsw_index(dimension=dimension)
                 else:
                     done = build_hnsw_index(
-                        dimension=dimension, m=options["m"], ef_construction=options["ef_construction"]
+                        dimension=dimension,
+                        m=options["m"],
+                        ef_construction=options["ef_construction"],
+                        maintenance_work_mem=options["maintenance_work_mem"],
                     )
             except (ImproperlyConfigured, ValueError) as error:
                 raise CommandError(str(error)) from error
