@@ -255,7 +255,7 @@ FG_INDEX_CACHE_DIR = env("FG_INDEX_CACHE_DIR", str(embedded.STATE_DIR / "index-c
 FG_DENSE_SEARCHER = env("FG_DENSE_SEARCHER", "memory")
 if FG_DENSE_SEARCHER not in ("memory", "pgvector-hnsw"):
     raise RuntimeError(f"FG_DENSE_SEARCHER must be memory or pgvector-hnsw, not {FG_DENSE_SEARCHER!r}")
-FG_HNSW_EF_SEARCH = int(env("FG_HNSW_EF_SEARCH", "100"))  # raised to k where k is larger
+FG_HNSW_EF_SEARCH = int(env("FG_HNSW_EF_SEARCH", "200"))  # raised to k where k is larger
 if FG_DENSE_SEARCHER == "pgvector-hnsw" and EMBEDDED:
     # refuse at start, before any process runs a vector operator the CPU cannot execute
     _refusal = hnsw_support.embedded_refusal(Path(FG_INDEX_CACHE_DIR) if FG_INDEX_CACHE_DIR else None)

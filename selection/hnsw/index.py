@@ -165,6 +165,6 @@ def searcher_for_corpus(corpus_id: int, position: Mapping[str, int]) -> Pgvector
         dimension=low,
         row_ids=row_ids,
         project_ids=project_ids,
-        ef_search=int(getattr(settings, "FG_HNSW_EF_SEARCH", 100)),
+        ef_search=int(getattr(settings, "FG_HNSW_EF_SEARCH", 200)),
         index_options=index_options(low),
     )

@@ -18,7 +18,7 @@ fills the pool.
 Deterministic: hits are ordered by (cosine desc, position) like every engine searcher; the same
 index answers the same query the same way. HNSW is approximate, and an index rebuilt from the same
 rows may differ in its tail (pgvector draws node levels at random), so the trace's retriever config
-names the searcher with its index parameters: `pgvector-hnsw(m=16,ef_construction=64,ef_search=100,
+names the searcher with its index parameters: `pgvector-hnsw(m=16,ef_construction=64,ef_search=200,
 iterative_scan=strict_order)`, or `pgvector-exact(...)` while no HNSW index covers the dimension.
 Cosines are pgvector's (float32 sums, as numpy's).
 """

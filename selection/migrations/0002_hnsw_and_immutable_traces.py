@@ -3,6 +3,7 @@ import os
 from django.db import migrations
 
 from authority.db import append_only
+from selection.hnsw.index import build_hnsw_index
 
 INDEX = "selection_memoryunit_embedding_hnsw_384"
 
@@ -17,10 +18,9 @@ def create_hnsw(apps, schema_editor):
     """
     if os.environ.get("FG_PGVECTOR_HNSW") != "1":
         return
-    schema_editor.execute(
-        f"CREATE INDEX IF NOT EXISTS {INDEX} ON selection_memoryunit "
-        "USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE vector_dims(embedding) = 384"
-    )
+    # the same index `manage.py hnsw_index --dimension 384` builds, refused (with the missing CPU
+    # feature named) before any vector code runs where this server's pgvector would crash
+    build_hnsw_index(dimension=384)
 
 
 def drop_hnsw(apps, schema_editor):

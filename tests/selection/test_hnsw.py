@@ -135,7 +135,7 @@ def test_the_command_builds_the_index_and_the_searcher_names_it(synthetic):
     index, _, _ = synthetic
     assert hnsw_index.index_options(DIM) == {"m": 16, "ef_construction": 64}
     assert isinstance(index.dense, PgvectorHnswSearcher)
-    assert index.dense.name == "pgvector-hnsw(m=16,ef_construction=64,ef_search=100,iterative_scan=strict_order)"
+    assert index.dense.name == "pgvector-hnsw(m=16,ef_construction=64,ef_search=200,iterative_scan=strict_order)"
     assert call_command("hnsw_index", "--dimension", str(DIM)) is None  # a second build: "exists"
 
 
@@ -196,7 +196,7 @@ def test_a_selection_in_postgres_names_the_searcher_and_keeps_the_bundle(pgvecto
             in_postgres = lab.select(dense=True)
     store.forget_index(lab.corpus.pk)
     retriever = in_postgres.result.trace.as_dict()["retriever"]
-    assert retriever["dense"].startswith("pgvector-hnsw(m=16,ef_construction=64,ef_search=100")
+    assert retriever["dense"].startswith("pgvector-hnsw(m=16,ef_construction=64,ef_search=200")
     assert in_postgres.result.bundle.unit_ids() == memory.result.bundle.unit_ids()
     assert "o1" not in in_postgres.result.bundle.unit_ids()  # the other project stays out
 
