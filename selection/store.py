@@ -173,10 +173,8 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
     if index is None:
         units, vectors = load_units(corpus_id, with_vectors=not in_postgres)
         index = CorpusIndex.build(units, vectors)
-        if in_postgres:
-            index.dense = searcher_for_corpus(corpus_id, index.position)
-        index_cache.store(corpus_id, fingerprint, index)
-    elif in_postgres:  # the HNSW index may have been built or dropped since the file was written
+        index_cache.store(corpus_id, fingerprint, index)  # in PostgreSQL mode: without vectors
+    if in_postgres:  # attached per process: the HNSW index may be built or dropped meanwhile
         index.dense = searcher_for_corpus(corpus_id, index.position)
     routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:

@@ -113,6 +113,15 @@ def _run_as() -> dict:
 
 def probe(bin_dir: Path, *, timeout: float = 120.0) -> ProbeResult:
     """Run pgvector once in a throwaway single-user cluster built with the binaries in `bin_dir`."""
+    try:
+        return _probe(bin_dir, timeout)
+    except subprocess.TimeoutExpired:
+        return ProbeResult(False, f"the probe did not finish within {timeout:.0f} s")
+    except OSError as error:
+        return ProbeResult(False, f"the probe could not run: {error}")
+
+
+def _probe(bin_dir: Path, timeout: float) -> ProbeResult:
     run_as = _run_as()
     with tempfile.TemporaryDirectory(prefix="fg-pgvector-probe-") as scratch:
         pgdata = Path(scratch) / "data"

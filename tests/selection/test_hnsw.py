@@ -192,9 +192,13 @@ def test_a_selection_in_postgres_names_the_searcher_and_keeps_the_bundle(pgvecto
         memory = lab.select(dense=True)
         call_command("hnsw_index")  # every stored dimension (the packaged model's)
         store.forget_index(lab.corpus.pk)
-        with override_settings(FG_DENSE_SEARCHER="pgvector-hnsw"):
+        with override_settings(FG_DENSE_SEARCHER="pgvector-hnsw", FG_INDEX_CACHE_DIR=str(tmp_path / "c")):
             in_postgres = lab.select(dense=True)
+            store.forget_index(lab.corpus.pk)  # a fresh process: the index file, the searcher attached
+            [written] = (tmp_path / "c").glob("*-hnsw.index")
+            again = lab.select(dense=True)
     store.forget_index(lab.corpus.pk)
+    assert again.result.bundle.digest == in_postgres.result.bundle.digest and written.exists()
     retriever = in_postgres.result.trace.as_dict()["retriever"]
     assert retriever["dense"].startswith("pgvector-hnsw(m=16,ef_construction=64,ef_search=200")
     assert in_postgres.result.bundle.unit_ids() == memory.result.bundle.unit_ids()
