@@ -104,7 +104,8 @@ def _masked_top(full: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
 
 
 def _in_scope(searcher, query: np.ndarray, hits: DenseHits, allowed: np.ndarray, k: int) -> DenseHits:
-    """Dense hits restricted to allowed positions: exact searchers rank every allowed cosine; an
+    """Dense hits restricted to allowed positions: exact searchers rank every allowed cosine; one
+    with `search_scoped` filters inside its own scan (pgvector's iterative HNSW scan); any other
     approximate one is asked for 4x more hits at a time until k allowed ones are found or the
     corpus is exhausted."""
     if hits.full is not None:
