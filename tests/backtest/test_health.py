@@ -44,7 +44,7 @@ def _promote(project, lead, **changes):
     return version
 
 
-def test_a_gate_that_starts_failing_alerts_once_and_its_recovery_is_said(sift, sift_users):
+def test_a_gate_that_starts_failing_alerts_once_and_its_recovery_is_said(sift, sift_users, client):
     lead, reviewer, auditor = sift_users["lead"], sift_users["reviewer"], sift_users["auditor"]
     first = health.health_check(project=sift, trigger="schedule", key="schedule:2026-11-28")
     assert first.passed
@@ -67,6 +67,13 @@ def test_a_gate_that_starts_failing_alerts_once_and_its_recovery_is_said(sift, s
         [alert] = inbox_for(user).health
         assert alert.project_slug == "sift" and alert.failing == ("precision min",)
     assert inbox_for(auditor).health == []
+    # the project page says so above its charts, and the home page of a lead lists it
+    client.force_login(reviewer)
+    page = client.get(reverse("project-detail", args=["sift"])).content.decode()
+    assert 'id="health-alert"' in page and "fails precision min" in page
+    assert 'id="health-check"' in page  # a reviewer may ask for a reading now
+    client.force_login(lead)
+    assert 'id="inbox-health"' in client.get(reverse("home")).content.decode()
     # still failing the next day: no second alert
     third = health.health_check(project=sift, trigger="schedule", key="schedule:2026-11-29")
     assert not third.passed and third.transition == ""
@@ -79,6 +86,29 @@ def test_a_gate_that_starts_failing_alerts_once_and_its_recovery_is_said(sift, s
     assert "passes every gate again" in recovered.summary
     assert AuditEntry.objects.filter(project=sift, action="health.alert").count() == 1
     assert inbox_for(lead).health == []
+    # the page charts every reading: the primary metric's four points, precision's failing two as diamonds
+    client.force_login(auditor)
+    page = client.get(reverse("project-detail", args=["sift"])).content.decode()
+    assert 'id="health-alert"' not in page and 'id="health-recovered"' in page
+    charts = _charts(page)
+    assert list(charts) == ["must_include_recall", "precision", "harmful_admission", "leakage"]
+    assert charts["must_include_recall"].count('class="point"') == 4
+    assert charts["precision"].count('class="point failing"') == 2
+    assert charts["precision"].count('class="point"') == 2
+    assert "<title id=\"health-precision-title\">precision over time</title>" in charts["precision"]
+    assert "4 readings" in charts["precision"] and "2 of them fail a gate on it" in charts["precision"]
+    assert 'id="health-check"' not in page  # an auditor reads, and does not ask for readings
+    table = page.split('id="health-table"')[1].split("</table>")[0]
+    assert table.count("<tr") == 1 + 4  # the header and every reading
+
+
+def _charts(page: str) -> dict[str, str]:
+    """metric -> its <svg> on the project page."""
+    found = {}
+    for chunk in page.split('<svg class="health-chart" id="health-')[1:]:
+        metric = chunk.split('"', 1)[0]
+        found[metric] = chunk.split("</svg>", 1)[0]
+    return found
 
 
 def test_the_judge_reads_limits_against_the_first_reading_and_absolute_limits_now():
@@ -97,3 +127,26 @@ def test_the_judge_reads_limits_against_the_first_reading_and_absolute_limits_no
     assert judge.transition(("precision max_drop",), worse.failing) == ("alert", ("leakage max",))
     assert judge.transition(worse.failing, ()) == ("recovered", worse.failing)
     assert judge.transition((), ()) == ("", ())
+
+
+def test_a_chart_draws_one_mark_per_reading_and_escapes_its_words():
+    from datetime import UTC, datetime, timedelta
+
+    from backtest.health import chart
+
+    start = datetime(2026, 11, 1, 4, tzinfo=UTC)
+    points = [
+        chart.Point(start + timedelta(days=i), value, passed, f"v1 <{i}>")
+        for i, (value, passed) in enumerate([(0.5, True), (0.52, True), (0.3, False)])
+    ]
+    svg = chart.line_chart(
+        chart_id="health-precision", title="precision & co", description="three readings",
+        points=points, lines=[chart.Line(0.4, "min 0.4")],
+    )  # fmt: skip
+    assert svg.startswith('<svg class="health-chart" id="health-precision"') and svg.endswith("</svg>")
+    assert 'role="img"' in svg and 'aria-labelledby="health-precision-title health-precision-desc"' in svg
+    assert svg.count('<circle class="point"') == 2 and svg.count('<polygon class="point failing"') == 1
+    assert "precision &amp; co" in svg and "v1 &lt;2&gt;" in svg and "<2>" not in svg
+    assert 'class="limit"' in svg and "min 0.4" in svg
+    assert "fails its gate" in svg.split("<polygon")[1]
+    assert chart.line_chart(chart_id="x", title="t", description="d", points=[]) == ""
