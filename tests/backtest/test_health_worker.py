@@ -66,7 +66,7 @@ def test_an_import_and_the_daily_run_read_health_on_the_worker_and_alert_once(
         settings.FG_HEALTH_ON_CHANGE = False
         gates = first.frame_version.snapshot["gates"]
         floor = round(min(1.0, first.means["precision"] + 0.1), 3)
-        _promote_gates(sift, lead, {**gates, "limits": [*gates["limits"], {"metric": "precision", "min": floor}]})
+        strict = _promote_gates(sift, lead, {**gates, "limits": [*gates["limits"], {"metric": "precision", "min": floor}]})
         # the beat entry's task, as `celery beat` sends it each day
         entry = settings.CELERY_BEAT_SCHEDULE["frame-health"]
         assert entry["task"] == health.DAILY_TASK
@@ -89,7 +89,8 @@ def test_an_import_and_the_daily_run_read_health_on_the_worker_and_alert_once(
     assert request["headers"]["x-fg-signature"] == signed
     payload = json.loads(body)
     assert payload["project"] == "sift" and payload["data"]["failing"] == ["precision min"]
-    assert payload["data"]["frame_version"] == 2 and payload["data"]["trigger"] == "schedule"
+    assert daily.frame_version == strict
+    assert payload["data"]["frame_version"] == strict.number and payload["data"]["trigger"] == "schedule"
     delivery = WebhookDelivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("delivered", 1)
 
@@ -100,3 +101,4 @@ def _promote_gates(project, lead, gates):
         project=project, snapshot={**current.snapshot, "gates": gates}, parent=current, author=lead, origin="proposal"
     )
     promotion_create(project=project, frame_version=version, promoted_by=lead)
+    return version
