@@ -16,8 +16,8 @@ from html import escape
 
 from ..gates import fmt
 
-WIDTH, HEIGHT = 420, 190
-LEFT, RIGHT, TOP, BOTTOM = 52, 14, 14, 34
+WIDTH, HEIGHT = 420, 200
+LEFT, RIGHT, TOP, BOTTOM = 56, 14, 16, 36
 
 
 @dataclass(frozen=True)
@@ -35,12 +35,15 @@ class Line:
 
 
 def _range(values: Sequence[float]) -> tuple[float, float]:
+    """The axis: the values padded; a rate (every value within 0..1) stays within 0..1."""
     low, high = min(values), max(values)
-    if high - low < 1e-9:
-        pad = abs(high) * 0.1 or 0.05
-        return low - pad, high + pad
-    pad = (high - low) * 0.12
-    return low - pad, high + pad
+    pad = (high - low) * 0.12 if high - low >= 1e-9 else (abs(high) * 0.1 or 0.05)
+    a, b = low - pad, high + pad
+    if 0.0 <= low and high <= 1.0:
+        a, b = max(a, 0.0), min(b, 1.0)
+        if b - a < 1e-9:  # every value at 0 or at 1: keep a visible band inside the range
+            a, b = (0.0, 0.1) if low <= 0.0 else (0.9, 1.0)
+    return a, b
 
 
 def _attr(value) -> str:

@@ -74,7 +74,7 @@ def _gate_words(gates: list[dict]) -> str:
     words = []
     for g in gates:
         if g["gate"] == PRIMARY_GATE:
-            words.append("primary: must not fall")
+            words.append("must not fall below its first reading")
         else:
             words.append(f'{g["gate"]} {g["limit"]:g}')
     return " · ".join(words)

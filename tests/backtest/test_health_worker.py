@@ -66,7 +66,8 @@ def test_an_import_and_the_daily_run_read_health_on_the_worker_and_alert_once(
         settings.FG_HEALTH_ON_CHANGE = False
         gates = first.frame_version.snapshot["gates"]
         floor = round(min(1.0, first.means["precision"] + 0.1), 3)
-        strict = _promote_gates(sift, lead, {**gates, "limits": [*gates["limits"], {"metric": "precision", "min": floor}]})
+        limits = [*gates["limits"], {"metric": "precision", "min": floor}]
+        strict = _promote_gates(sift, lead, {**gates, "limits": limits})
         # the beat entry's task, as `celery beat` sends it each day
         entry = settings.CELERY_BEAT_SCHEDULE["frame-health"]
         assert entry["task"] == health.DAILY_TASK
