@@ -1,6 +1,6 @@
-"""Frame health on a real Celery worker: an import queues a reading of each project it creates, and
-the daily beat entry's task, run by the worker, reads every project and delivers a signed
-`health.alert` to a local HTTP receiver when a declared gate starts failing."""
+"""Frame health on a real Celery worker: an import queues a reading of each project it creates, a
+labelled task one of its project, and the daily beat entry's task, run by the worker, reads every
+project and delivers a signed `health.alert` to a local HTTP receiver when a gate starts failing."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from backtest.models import FrameHealth
 from governance import webhooks
 from governance.celery import app
 from governance.models import WebhookDelivery
+from selection import labelling
+from selection.models import Task, TraceCandidate
+from selection.services import replay_task
 from tests.receiver import Receiver
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -60,6 +63,14 @@ def test_an_import_and_the_daily_run_read_health_on_the_worker_and_alert_once(
 
     lead = sift_users["lead"]
     first = FrameHealth.objects.get(project=sift)
+    # a reviewer turns a live selection into a task: the task set's change queues a reading too
+    selection = replay_task(task=Task.objects.filter(project=sift).first(), source="api")
+    unit = TraceCandidate.objects.filter(trace=selection.trace).order_by("position").first().unit_uid
+    labelled = labelling.trace_label(trace=selection.trace, user=sift_users["reviewer"], labels={unit: "MUST"})
+    _wait("the task set's reading", lambda: FrameHealth.objects.filter(trigger="task-set").exists())
+    changed = FrameHealth.objects.get(trigger="task-set")
+    assert changed.project_id == sift.pk and changed.task_set_version == labelled.version.number == 2
+    assert changed.tasks == first.tasks + 1 and changed.passed  # a new task is its own reference
     with Receiver() as receiver:
         endpoint = webhooks.webhook_create(project=sift, lead=lead, url=receiver.url, events=["health.alert"])
         # the project declares a floor its frame does not reach; no reading is taken yet
@@ -81,6 +92,7 @@ def test_an_import_and_the_daily_run_read_health_on_the_worker_and_alert_once(
               and _idle(celery_worker_process), timeout=120)
         assert FrameHealth.objects.filter(trigger="schedule").count() == 3
     daily = FrameHealth.objects.get(project=sift, trigger="schedule")
+    assert daily.task_set_version == 2
     assert not daily.passed and daily.transition == "alert"
     assert FrameHealth.objects.filter(trigger="schedule", passed=True).count() == 2  # quill, patchwork
     [request] = receiver.requests
