@@ -33,13 +33,13 @@ migrate: $(STAMP) ## apply database migrations
 import-fixtures: migrate ## import every corpus under fixtures/ that is not loaded yet
 	$(PY) manage.py import_fixtures
 
-demo: $(STAMP) ## set up everything, load fixtures, create demo accounts, run a worker and serve http://127.0.0.1:8000
+demo: $(STAMP) ## set up everything, load fixtures, create demo accounts, run a worker and beat and serve http://127.0.0.1:8000
 	$(PY) manage.py demo
 
 worker: $(STAMP) ## run one Celery worker process in the foreground
 	$(VENV)/bin/celery -A governance worker --loglevel=INFO --concurrency=1
 
-beat: $(STAMP) ## run Celery beat in the foreground: the daily retention (apply_retention)
+beat: $(STAMP) ## run Celery beat in the foreground: the daily retention (apply_retention) and frame health
 	$(VENV)/bin/celery -A governance beat --loglevel=INFO --schedule .state/celerybeat-schedule
 
 serve: $(STAMP) ## serve the dashboard on http://127.0.0.1:8000 (no worker)

@@ -21,6 +21,7 @@ from selection.api_fields import Id, JsonObject, Text
 from selection.tasksets import task_set_label, task_set_versions
 
 from . import discussion, review_card, selectors, services
+from .health import selectors as health_selectors
 
 router = Router(tags=["backtest"])
 
@@ -530,3 +531,62 @@ def proposal_timeline(request, proposal_id: Id):
     proposal = governance_selectors.proposal_by_id(proposal_id=proposal_id)
     access.access_read(request.auth, proposal.project)
     return _timeline(proposal)
+
+
+# --- frame health ------------------------------------------------------------------------------
+
+
+class HealthGateOut(Schema):
+    gate: str
+    metric: str
+    limit: float | None
+    reference: float = Field(description="the mean of the same tasks at their first reading under this frame version")
+    value: float
+    passed: bool
+    reason: str
+
+
+class HealthReadingOut(Schema):
+    at: datetime
+    trigger: str = Field(description="schedule, import, task-set, promotion or manual")
+    frame_version: int
+    task_set_version: int | None = Field(description="None: the task set as imported")
+    task_set_digest: str
+    tasks: int
+    corpus: str
+    corpus_revision: int
+    engine_version: str
+    primary_metric: str
+    means: dict[str, float]
+    gates: list[HealthGateOut]
+    passed: bool
+    transition: str = Field(description='"alert" when a gate started failing, "recovered" when all pass again')
+
+
+@router.get(
+    "/projects/{slug}/health",
+    response=list[HealthReadingOut],
+    url_name="project-health",
+    summary="A project's frame health readings, oldest first (the latest 60)",
+)
+def project_health(request, slug: Text):
+    project = governance_selectors.project_for_slug(slug=slug)
+    return [
+        {
+            "at": row.created_at,
+            "trigger": row.trigger,
+            "frame_version": row.frame_version.number,
+            "task_set_version": row.task_set_version,
+            "task_set_digest": row.task_set_digest,
+            "tasks": row.tasks,
+            "corpus": project.corpus.name,
+            "corpus_revision": row.corpus_revision,
+            "engine_version": row.engine_version,
+            "primary_metric": row.primary_metric,
+            "means": row.means,
+            "gates": row.gate_results,
+            "passed": row.passed,
+            "transition": row.transition,
+        }
+        for row in health_selectors.health_history(project=project, user=request.auth)
+    ]

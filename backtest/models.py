@@ -171,3 +171,52 @@ class ReviewComment(models.Model):
                 name="review_comment_task_has_backtest",
             ),
         ]
+
+
+class HealthTrigger(models.TextChoices):
+    SCHEDULE = "schedule"  # the daily beat run
+    IMPORT = "import"  # a corpus or memory import
+    TASK_SET = "task-set"  # the project's task set changed (a labelled task)
+    PROMOTION = "promotion"  # another frame version was promoted
+    MANUAL = "manual"  # a lead or reviewer asked
+
+
+class HealthTransition(models.TextChoices):
+    NONE = ""
+    ALERT = "alert"  # a declared gate that passed before fails now
+    RECOVERED = "recovered"  # every gate passes again after an alert
+
+
+class FrameHealth(models.Model):
+    """One reading of a project's promoted frame on its task set (backtest.health): when, which
+    frame version, task set and corpus revision, the primary and gate metrics and each gate's
+    verdict against the frame's first reading. Append-only (trigger); one row per trigger key."""
+
+    project = models.ForeignKey("selection.Project", on_delete=models.PROTECT, related_name="+")
+    frame_version = models.ForeignKey("authority.FrameVersion", on_delete=models.PROTECT, related_name="+")
+    task_set_digest = models.CharField(max_length=64)
+    task_set_version = models.PositiveIntegerField(null=True, blank=True, help_text="None: as imported")
+    tasks = models.PositiveIntegerField(help_text="how many tasks were replayed")
+    corpus = models.ForeignKey("selection.Corpus", on_delete=models.PROTECT, related_name="+")
+    corpus_revision = models.PositiveIntegerField()
+    engine_version = models.CharField(max_length=100)
+    condition = models.CharField(max_length=8, default="C6")
+    trigger = models.CharField(max_length=10, choices=HealthTrigger.choices)
+    trigger_key = models.CharField(max_length=100, help_text="what set it off: one reading per key")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    primary_metric = models.CharField(max_length=100)
+    means = models.JSONField(help_text="metric -> mean over the tasks replayed")
+    gate_results = models.JSONField(help_text="[{gate, metric, limit, reference, value, passed, reason, tasks}]")
+    per_task = models.JSONField(help_text="task pk -> {uid, metrics}")
+    passed = models.BooleanField()
+    transition = models.CharField(max_length=10, choices=HealthTransition.choices, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "trigger_key"], name="frame_health_one_per_trigger"),
+        ]
+        indexes = [models.Index(fields=["project", "created_at"], name="frame_health_project_time")]

@@ -16,6 +16,7 @@ from selection import embeddings
 
 from . import services
 from .gates import GateSpecError
+from .health import services as health
 
 RETRIED = (OperationalError, InterfaceError)
 
@@ -75,6 +76,20 @@ def finish_backtest(results, backtest_id: int) -> bool | None:
 def fail_backtest(backtest_id: int) -> None:
     """The chord's errback: a replay failed for good, so the backtest cannot be judged."""
     services.backtest_fail(backtest_id=backtest_id, error="a task replay failed after its retries")
+
+
+@shared_task(name=health.HEALTH_TASK, autoretry_for=RETRIED, retry_backoff=0.5, max_retries=5, acks_late=True)
+def frame_health(project_id: int, trigger: str, key: str, requested_by_id: int | None = None) -> int | None:
+    """One reading of a project's promoted frame (health.health_check; idempotent per key)."""
+    return health.health_check_by_id(
+        project_id=project_id, trigger=trigger, key=key, requested_by_id=requested_by_id
+    )
+
+
+@shared_task(name=health.DAILY_TASK)
+def frame_health_daily(day: str | None = None) -> list[int]:
+    """The beat entry "frame-health": queue a reading of every project with tasks, once a day."""
+    return health.health_schedule(day=day)
 
 
 # A replay's time limit must not pay for loading the embedding model: a cold worker's first replay

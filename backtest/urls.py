@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_health
 
 urlpatterns = [
     path("proposals/<int:pk>/", views.proposal_detail, name="proposal-detail"),
@@ -11,4 +11,5 @@ urlpatterns = [
     path("backtests/<int:pk>/", views.backtest_detail, name="backtest-detail"),
     path("backtests/<int:pk>/live/", views.backtest_live, name="backtest-live"),
     path("backtests/<int:pk>/rerun/", views.backtest_rerun, name="backtest-rerun"),
+    path("projects/<slug:slug>/health/", views_health.health_check_request, name="project-health-check"),
 ]

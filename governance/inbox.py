@@ -2,8 +2,9 @@
 
 A reviewer sees proposals whose backtest finished and awaits a verdict; a lead sees the proposals
 they can promote or must act on (failed, rejected, stale, never backtested); everyone sees running
-backtests and recent promotions in their projects; an auditor sees recent activity. A fixed
-number of queries, whatever the number of projects.
+backtests and recent promotions in their projects; an auditor sees recent activity; leads and
+reviewers see each of their projects whose promoted frame fails a declared gate now (frame
+health, through governance.health). A fixed number of queries, whatever the number of projects.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from authority.models import AuditEntry, Promotion, Role, RoleGrant
 from selection.models import Project
 
+from .health import HealthAlert, health_alerts
 from .models import FINAL_STATES, Proposal, ProposalState
 
 RECENT = 8
@@ -34,10 +36,11 @@ class Inbox:
     running: list[InboxRow] = field(default_factory=list)
     promotions: list[Promotion] = field(default_factory=list)
     activity: list[AuditEntry] = field(default_factory=list)
+    health: list[HealthAlert] = field(default_factory=list)  # frames failing a gate now
 
     @property
     def empty(self) -> bool:
-        return not (self.awaiting_review or self.to_promote or self.needs_attention or self.running)
+        return not (self.awaiting_review or self.to_promote or self.needs_attention or self.running or self.health)
 
 
 def current_versions(project_ids) -> dict[int, int]:
@@ -92,6 +95,9 @@ def inbox_for(user) -> Inbox:
         "project", "frame_version", "promoted_by"
     )
     inbox.promotions.extend(promotions.order_by("-promoted_at", "-id")[:RECENT])
+    watched = [pid for pid, held in grants.items() if held & {Role.LEAD, Role.REVIEWER}]
+    if watched:
+        inbox.health.extend(health_alerts(project_ids=watched))
     if Role.AUDITOR in roles or user.is_superuser:
         entries = AuditEntry.objects.filter(project_id__in=readable).select_related("project")
         inbox.activity.extend(entries.order_by("-at", "-id")[: RECENT * 2])

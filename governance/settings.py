@@ -159,12 +159,19 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(env("FG_VISIBILITY_
 # a queued or running backtest with no new replay for this long is marked failed (stale)
 FG_BACKTEST_STALE_SECONDS = int(env("FG_BACKTEST_STALE_SECONDS", "600"))
 # `celery -A governance beat` runs the retention policy daily (selection.tasks.apply_retention)
+# and reads every promoted frame on its project's tasks (backtest.health, the frame's health)
 CELERY_BEAT_SCHEDULE = {
     "apply-retention": {
         "task": "selection.apply_retention",
         "schedule": crontab(hour=int(env("FG_RETENTION_HOUR", "3")), minute=30),
     },
+    "frame-health": {
+        "task": "backtest.frame_health_daily",
+        "schedule": crontab(hour=int(env("FG_HEALTH_HOUR", "4")), minute=0),
+    },
 }
+# an import, a task-set change or a promotion also queues a reading of its project's health
+FG_HEALTH_ON_CHANGE = env_bool("FG_HEALTH_ON_CHANGE", True)
 # a backtest also replays this many of the project's last live selections (shadow replay; 0: none)
 FG_BACKTEST_SHADOW = int(env("FG_BACKTEST_SHADOW", "20"))
 

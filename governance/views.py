@@ -23,6 +23,7 @@ from selection.models import Project
 
 from . import frames, inbox, selectors, services, webhooks
 from .forms import AuditFilterForm, ProposeForm
+from .health import health_panel
 
 AUDIT_PAGE_SIZE = 50
 
@@ -50,6 +51,7 @@ def project_detail(request, slug: str):
             "frame": selectors.frame_view(current.snapshot) if current else None,
             "history": selectors.frame_history_tree(project=project),
             "caps": caps,
+            "health": health_panel(project=project, user=request.user),
         },
     )
 

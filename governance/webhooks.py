@@ -36,7 +36,8 @@ EVENTS = {
     "backtest.approved": "proposal.approved",
     "backtest.rejected": "proposal.rejected",
     "proposal.promoted": "proposal.promoted",
-    "health.alert": "health.alert",
+    "health.alert": "health.alert",  # a gate of the promoted frame fails now (backtest.health)
+    "health.recovered": "health.recovered",  # every gate passes again after an alert
 }
 EVENT_NAMES = tuple(sorted(set(EVENTS.values())))
 MAX_ATTEMPTS = 5

@@ -58,6 +58,16 @@ def _version(project: Project, *, number: int, digest: str, reason: str, user) -
     )
 
 
+def _task_frame(work: dict) -> dict:
+    """A trace header's work frame as tasks.yaml declares one: `cites` is a mapping there (the
+    header holds the engine's [name, ids] pairs), which store.work_frame_for_task reads back."""
+    frame = {key: work[key] for key in ("objective", "work_type", "constraints") if work.get(key)}
+    cites = work.get("cites")
+    if cites:
+        frame["cites"] = dict(cites) if not isinstance(cites, dict) else cites
+    return frame
+
+
 def trace_label(*, trace: Trace, user, labels: dict[str, str], uid: str = "") -> Labelled:
     """The trace's request (query, budget, standpoint, declared work frame and signals) becomes a
     task of its project whose ledger is `labels` (unit id -> MUST, SHOULD, OPTIONAL, DISTRACTOR or
@@ -102,9 +112,7 @@ def trace_label(*, trace: Trace, user, labels: dict[str, str], uid: str = "") ->
             query=trace.query,
             standpoint=trace.standpoint,
             budget_tokens=trace.budget_tokens,
-            frame={
-                key: work[key] for key in ("objective", "work_type", "constraints", "cites") if work.get(key)
-            },
+            frame=_task_frame(work),
         )
         for position, signal in enumerate(work.get("signals") or ()):
             TaskSignal.objects.create(

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 import pytest
+
+# Frame health readings set off by imports, labelled tasks and promotions (backtest.health) are off
+# in the suite, here and in the session's worker (it inherits the environment): they would put
+# replays on the worker that no test waits for. The health tests turn them on where they test them.
+os.environ.setdefault("FG_HEALTH_ON_CHANGE", "0")
+
+
+@pytest.fixture(autouse=True)
+def _health_on_change_off(request):
+    """The same for this process, whose settings were read before this file (not under -p no:django)."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    from django.conf import settings
+
+    was = settings.FG_HEALTH_ON_CHANGE
+    settings.FG_HEALTH_ON_CHANGE = False
+    yield
+    settings.FG_HEALTH_ON_CHANGE = was
 
 # the browser fixtures (browser, browser_login) for tests marked `browser`
 pytest_plugins = ["tests.browser"]

@@ -170,6 +170,8 @@ def pages(w):
         ("trace-queue", "get", reverse("trace-queue"), None, anyone),
         ("trace-label", "get", reverse("trace-label", args=[t]), None, member),
         ("trace-label", "post", reverse("trace-label", args=[t]), {"uid": ""}, only("lead", "reviewer")),
+        # issue 19 item 5: a lead or a reviewer queues a frame health reading (on commit; none here)
+        ("project-health-check", "post", reverse("project-health-check", args=[s]), {}, only("lead", "reviewer")),
         ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page
     ]
 
@@ -299,6 +301,8 @@ def api_operations(w):
         ("post", f"{v}/traces/{{trace_id}}/task"): (
             f"{v}/traces/{t}/task", {"labels": {}}, {"lead", "reviewer", "token:lead", "token:reviewer"},
         ),
+        # issue 19 item 5: the project's frame health readings
+        ("get", f"{v}/projects/{{slug}}/health"): (f"{v}/projects/{s}/health", None, READERS),
         # the MCP endpoint (not in the schema): tokens only; what a tool may do is access.py's
         ("post", "/mcp"): ("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, set(TOKENS)),
     }

@@ -27,6 +27,7 @@ ENDPOINTS = {
     ("get", "/api/v1/projects/{slug}/frames"),
     ("get", "/api/v1/projects/{slug}/frames/{number}"),
     ("get", "/api/v1/projects/{slug}/frames/diff"),
+    ("get", "/api/v1/projects/{slug}/health"),
     ("post", "/api/v1/proposals"),
     ("get", "/api/v1/proposals/{proposal_id}"),
     ("get", "/api/v1/backtests/{backtest_id}"),

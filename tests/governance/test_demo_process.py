@@ -1,4 +1,5 @@
-"""`make demo` as a real process: it serves without DEBUG and SIGTERM stops all it started."""
+"""`make demo` as a real process: it serves without DEBUG, runs a worker and beat, and SIGTERM stops
+all it started."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def _get(url: str):
         return error
 
 
-def test_sigterm_stops_server_worker_postgres_and_redis(tmp_path):
+def test_sigterm_stops_server_worker_beat_postgres_and_redis(tmp_path):
     # its own servers, under the checkout: as root, PostgreSQL runs as a user who cannot enter
     # pytest's private tmp_path
     state = REPO / ".state" / f"demo-test-{os.getpid()}"
@@ -100,7 +101,8 @@ def test_sigterm_stops_server_worker_postgres_and_redis(tmp_path):
         assert "immutable" in static.headers["Cache-Control"]
 
         children = _children(demo.pid)
-        assert len(children) == 2, f"expected a server and a worker, found {children}"
+        assert len(children) == 3, f"expected a server, a worker and beat, found {children}"
+        assert any(" beat " in _cmdline(p) for p in children), [_cmdline(p) for p in children]
         redis_pid = int((state / "redis" / "redis.pid").read_text())
         postmaster_pid = int((state / "pgdata" / "postmaster.pid").read_text().split()[0])
         assert all(_alive(p) for p in (*children, redis_pid, postmaster_pid))

@@ -1,4 +1,6 @@
-"""`make demo`: migrate, load fixtures, create demo accounts, then run a worker and the server.
+"""`make demo`: migrate, load fixtures, create demo accounts, then run a worker, beat and the server.
+
+Beat sends the daily jobs (retention, frame health: settings.CELERY_BEAT_SCHEDULE) to the worker.
 
 The server runs as production does: DEBUG off, static files collected with hashed names and
 served compressed by WhiteNoise. Ctrl-C, SIGTERM or SIGHUP stops every process this command
@@ -44,7 +46,7 @@ def create_demo_accounts() -> dict[str, str]:
 
 
 class Command(BaseCommand):
-    help = "Set up and serve the dashboard with the fixture corpora, demo accounts and a worker."
+    help = "Set up and serve the dashboard with the fixture corpora, demo accounts, a worker and beat."
 
     def add_arguments(self, parser):
         parser.add_argument("--addr", default="127.0.0.1:8000")
@@ -87,6 +89,17 @@ class Command(BaseCommand):
                             "--concurrency=1",
                             "--hostname=demo@%h",
                         ],
+                        env=env,
+                    )
+                )
+                # the daily schedule (retention, frame health); its state file under .state/
+                schedule = embedded.STATE_DIR / "celerybeat-schedule"
+                children.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable, "-m", "celery", "-A", "governance", "beat",
+                            "--loglevel=WARNING", f"--schedule={schedule}",
+                        ],  # fmt: skip
                         env=env,
                     )
                 )
