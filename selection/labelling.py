@@ -102,9 +102,7 @@ def trace_label(*, trace: Trace, user, labels: dict[str, str], uid: str = "") ->
             query=trace.query,
             standpoint=trace.standpoint,
             budget_tokens=trace.budget_tokens,
-            frame={
-                key: work[key] for key in ("objective", "work_type", "constraints", "cites") if work.get(key)
-            },
+            frame=_task_frame(work),
         )
         for position, signal in enumerate(work.get("signals") or ()):
             TaskSignal.objects.create(
@@ -128,6 +126,16 @@ def trace_label(*, trace: Trace, user, labels: dict[str, str], uid: str = "") ->
             payload={"trace": trace.pk, "task": uid, "labels": labels, "task_set_version": version.number},
         )
     return Labelled(task, version)
+
+
+def _task_frame(work: dict) -> dict:
+    """The trace header's work frame as a task declares it (tasks.yaml): `cites` is a mapping of
+    name -> ids there, a list of [name, ids] pairs in the trace."""
+    frame = {key: work[key] for key in ("objective", "work_type", "constraints") if work.get(key)}
+    cites = work.get("cites")
+    if cites:
+        frame["cites"] = {name: list(ids) for name, ids in (cites.items() if isinstance(cites, dict) else cites)}
+    return frame
 
 
 def unlabelled_traces(*, user, project: Project | None = None, work_type: str = "") -> QuerySet[Trace]:
