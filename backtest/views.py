@@ -153,6 +153,7 @@ def proposal_detail(
             ],
             # a comparison of backtests on different task sets says so
             "task_sets_differ": sorted(set(labels)) if len(set(labels)) > 1 else [],
+            "latest_task_set": labels[0] if labels else "",
             "latest": latest,
             "review_blockers": review_blockers,
             "review_form": review_form
