@@ -108,6 +108,9 @@ class BacktestOut(Schema):
     engine_version: str
     task_set_digest: str
     task_set_version: str = Field("", description='the project\'s task-set version it replayed: "v3", or "as imported"')
+    task_set_version_number: int | None = Field(
+        None, description="that version's number; null for a backtest made before versions were recorded"
+    )
     created_at: datetime
     finished_at: datetime | None
     progress: ProgressOut
@@ -151,6 +154,7 @@ class BacktestRefOut(Schema):
     id: int
     url: str
     status: str
+    task_set_version: str = Field(description='the task-set version it replayed: "v3", or "as imported"')
 
 
 class OpenConflictOut(Schema):
@@ -179,6 +183,10 @@ class ProposalOut(Schema):
     supersedes: int | None = Field(None, description="the proposal this one replaces (a rebase)")
     superseded_by: int | None = Field(None, description="the proposal that replaced this one")
     restores: int | None = Field(None, description="the version a rollback restores")
+    task_sets_differ: list[str] = Field(
+        default_factory=list,
+        description="the task-set versions its backtests ran on, when they differ (compare across a change of tasks)",
+    )
     closed_reason: str | None = Field(None, description="why it was closed, when it is")
     stale_reason: str | None = Field(None, description="why it can no longer be promoted as it is, when stale")
     conflicts: list[OpenConflictOut] = Field(
@@ -268,8 +276,9 @@ def _backtest(backtest) -> dict:
         "engine_version": backtest.engine_version,
         "task_set_digest": backtest.task_set_digest,
         "task_set_version": task_set_label(
-            backtest.task_set_digest, task_set_versions(project=backtest.proposal.project)
+            backtest.task_set_digest, task_set_versions(project=backtest.proposal.project), backtest.task_set_version
         ),
+        "task_set_version_number": backtest.task_set_version.number if backtest.task_set_version else None,
         "created_at": backtest.created_at,
         "finished_at": backtest.finished_at,
         "progress": {
@@ -352,6 +361,9 @@ def backtest_review(request, backtest_id: Id, body: ReviewIn):
 
 
 def _proposal(proposal) -> dict:
+    backtests = selectors.proposal_backtests(proposal=proposal)
+    versions = task_set_versions(project=proposal.project)
+    labels = [task_set_label(b.task_set_digest, versions, b.task_set_version) for b in backtests]
     return {
         "id": proposal.pk,
         "url": reverse("api-1:proposal", args=[proposal.pk]),
@@ -367,9 +379,10 @@ def _proposal(proposal) -> dict:
         "author": proposal.author.username if proposal.author else None,
         "created_at": proposal.created_at,
         "backtests": [
-            {"id": b.pk, "url": reverse("api-1:backtest", args=[b.pk]), "status": b.status}
-            for b in selectors.proposal_backtests(proposal=proposal)
+            {"id": b.pk, "url": reverse("api-1:backtest", args=[b.pk]), "status": b.status, "task_set_version": label}
+            for b, label in zip(backtests, labels, strict=True)
         ],
+        "task_sets_differ": sorted(set(labels)) if len(set(labels)) > 1 else [],
         "promotion_blockers": governance_selectors.promotion_blockers(proposal=proposal),
         "kind": proposal.kind,
         "supersedes": proposal.supersedes_id,

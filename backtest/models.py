@@ -24,6 +24,11 @@ class Backtest(models.Model):
     condition = models.CharField(max_length=8, default="C6")
     task_ids = models.JSONField(help_text="Task primary keys replayed, in order")
     task_set_digest = models.CharField(max_length=64)
+    # the numbered version of the project's task set it replayed (issue 19); null on a backtest
+    # made before versions were recorded
+    task_set_version = models.ForeignKey(
+        "selection.TaskSetVersion", on_delete=models.PROTECT, null=True, blank=True, related_name="backtests"
+    )
     engine_version = models.CharField(max_length=100)
     gates = models.JSONField(help_text="the gates in force, copied from the baseline frame")
     requested_by = models.ForeignKey(

@@ -43,7 +43,7 @@ def proposal_backtests(*, proposal: Proposal) -> list[Backtest]:
     """Newest first, with decision, reviews and reviewers joined (two queries)."""
     return list(
         Backtest.objects.filter(proposal=proposal)
-        .select_related("decision", "requested_by", "candidate_version", "baseline_version")
+        .select_related("decision", "requested_by", "candidate_version", "baseline_version", "task_set_version")
         .prefetch_related("approvals__reviewer")
         .order_by("-created_at", "-id")
     )
@@ -305,6 +305,7 @@ def backtest_by_id(*, backtest_id: int) -> Backtest:
             "baseline_version",
             "candidate_version",
             "requested_by",
+            "task_set_version",
             "decision",
         ).prefetch_related("approvals__reviewer"),
         pk=backtest_id,

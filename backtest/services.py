@@ -55,7 +55,7 @@ from .models import (
     ShadowReplay,
     TaskReplay,
 )
-from .taskset import project_tasks, tasks_digest
+from .taskset import project_tasks, task_set_version_record, tasks_digest
 
 logger = logging.getLogger(__name__)
 
@@ -183,13 +183,17 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None, shadow: int | Non
         candidate = proposal.frame_version
         ablation = ablation_plan(proposal)
         shadows = _shadow_plan(project, shadow)
+        digest = tasks_digest(tasks)
+        # the version it names (recorded now if the set is new; the project's row lock is held)
+        task_set = task_set_version_record(project=project, digest=digest, tasks=len(tasks))
         backtest = Backtest.objects.create(
             proposal=proposal,
             baseline_version=baseline,
             candidate_version=candidate,
             condition=CONDITION,
             task_ids=[t["id"] for t in tasks],
-            task_set_digest=tasks_digest(tasks),
+            task_set_digest=digest,
+            task_set_version=task_set,
             engine_version=ENGINE_VERSION,
             gates=_gates_of(baseline.snapshot),
             requested_by=requested_by,
@@ -204,7 +208,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None, shadow: int | Non
             obj=backtest,
             summary=(
                 f"backtest #{backtest.pk} of proposal #{proposal.pk}: v{candidate.number} against "
-                f"v{baseline.number} over {len(tasks)} tasks"
+                f"v{baseline.number} over {len(tasks)} tasks (task set v{task_set.number})"
             ),
             payload={
                 "proposal": proposal.pk,
@@ -213,6 +217,7 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None, shadow: int | Non
                 "condition": CONDITION,
                 "tasks": len(tasks),
                 "task_set_digest": backtest.task_set_digest,
+                "task_set_version": task_set.number,
                 "engine_version": ENGINE_VERSION,
                 "gates": backtest.gates,
                 "ablation": ablation,

@@ -84,7 +84,9 @@ def _context(request, pk: int) -> dict:
         "review_blockers": blockers,
         "review_form": ReviewForm(initial={"backtest": backtest.pk}),
         "can_rerun": caps.can_propose and backtest.status == BacktestStatus.ERROR,
-        "task_set": task_set_label(backtest.task_set_digest, task_set_versions(project=proposal.project)),
+        "task_set": task_set_label(
+            backtest.task_set_digest, task_set_versions(project=proposal.project), backtest.task_set_version
+        ),
         "regressions": review_card.regressed_tasks(backtest=backtest) if decision is not None else [],
         "ablation": selectors.backtest_ablation(backtest=backtest, decision=decision),
         "shadow": selectors.backtest_shadow(backtest=backtest) if decision is not None else None,
@@ -124,7 +126,7 @@ def proposal_detail(
     stale_reason = governance_selectors.stale_reason(proposal, current=current)
     open_here = governance_selectors.open_proposals(project=project)
     versions = task_set_versions(project=project)
-    labels = [task_set_label(b.task_set_digest, versions) for b in backtests]
+    labels = [task_set_label(b.task_set_digest, versions, b.task_set_version) for b in backtests]
     return render(
         request,
         "governance/proposal_detail.html",
@@ -151,6 +153,7 @@ def proposal_detail(
             ],
             # a comparison of backtests on different task sets says so
             "task_sets_differ": sorted(set(labels)) if len(set(labels)) > 1 else [],
+            "latest_task_set": labels[0] if labels else "",
             "latest": latest,
             "review_blockers": review_blockers,
             "review_form": review_form

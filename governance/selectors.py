@@ -298,7 +298,7 @@ def stale_reason(proposal: Proposal, *, current: FrameVersion | None) -> str | N
     conflicts = frames.rebase_conflicts(proposal.base_version.snapshot, current.snapshot, proposal.patch)
     if conflicts:
         return text + "; that version also changed " + ", ".join(c.key for c in conflicts)
-    return text + "; none of the keys it changes moved, so it rebases cleanly"
+    return text + "; no key it changes moved to another value, so it rebases cleanly"
 
 
 def rebase_plan(*, proposal: Proposal) -> tuple[FrameVersion | None, list[frames.KeyConflict]]:

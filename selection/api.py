@@ -24,7 +24,7 @@ from selection.engine.types import SIGNAL_KINDS, WorkSignal
 
 from . import jobs, labelling, redaction, selectors, serving
 from .api_fields import Id, Text
-from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk
+from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk, evaluation_task_sets
 from .models import Corpus, Evaluation, Job
 
 router = Router(tags=["selection"])
@@ -274,6 +274,9 @@ class EvaluationOut(Schema):
     created_at: datetime
     engine_version: str
     conditions: list[str]
+    task_sets: dict[str, int] = Field(
+        description="project slug -> the version of its task set the evaluation ran on (empty: run before versions)"
+    )
     result: dict[str, Any] = Field(description="the `evaluate --json` document")
 
 
@@ -284,6 +287,9 @@ class EvaluationSummaryOut(Schema):
     engine_version: str
     conditions: list[str]
     runs: int
+    task_sets: dict[str, int] = Field(
+        description="project slug -> the version of its task set the evaluation ran on (empty: run before versions)"
+    )
 
 
 class JobOut(Schema):
@@ -641,6 +647,7 @@ def evaluation_list(request, name: Text):
             "engine_version": e.engine_version,
             "conditions": list(e.conditions),
             "runs": e.run_count,
+            "task_sets": evaluation_task_sets(e),
         }
         for e in corpus_evaluations(corpus=corpus)
     ]
@@ -683,6 +690,7 @@ def _evaluation(evaluation: Evaluation, corpus: Corpus) -> dict:
         "created_at": evaluation.created_at,
         "engine_version": evaluation.engine_version,
         "conditions": list(evaluation.conditions),
+        "task_sets": evaluation.result.get("task_sets", {}),
         "result": evaluation.result,
     }
 

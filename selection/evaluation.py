@@ -36,9 +36,10 @@ from .builder_table import (
     parse_builders,
 )
 from .framing import task_work_frame
-from .models import Corpus, Evaluation, EvaluationRun, Task
+from .models import Corpus, Evaluation, EvaluationRun, Project, Task
 from .scoring import ledger_for_task, score_result
 from .services import SelectionError, TraceEntry, replay_task, traces_write
+from .tasksets import task_set_digest, task_set_version_record
 
 ALL_CONDITIONS: tuple[str, ...] = LADDER + ("CO",)
 ORACLE = "CO"
@@ -239,10 +240,14 @@ def evaluation_run(
         raise EvaluationError(f'corpus "{corpus.name}" has no tasks to evaluate')
     store.corpus_index(corpus.pk)  # built once; every replay below reuses it
     versions = {}
-    for project in {t.project_id: t.project for t in tasks}.values():
+    projects = {t.project_id: t.project for t in tasks}
+    for project in projects.values():
         versions[project.pk] = current_frame_version(project=project)
         if versions[project.pk] is None:
             raise EvaluationError(f'project "{project.slug}" has no promoted frame version')
+
+    # the task set each project's runs replay, by digest now: its version is named when stored
+    digests = {pk: task_set_digest(project=project) for pk, project in projects.items()}
 
     hazard_on = BASELINE in names and HAZARD_CONDITION in names
     runs: list[_Run] = []
@@ -260,15 +265,23 @@ def evaluation_run(
             progress(len({r.task.pk for r in runs}), len(tasks))
 
     with transaction.atomic():
+        # one task-set version at a time per project, as a labelling takes them (pk order)
+        list(Project.objects.select_for_update().filter(pk__in=projects).order_by("pk"))
+        counts = Counter(t.project_id for t in tasks)
+        task_sets = {
+            pk: task_set_version_record(project=projects[pk], digest=digests[pk], tasks=counts[pk])
+            for pk in sorted(projects)
+        }
         traces = traces_write([r.entry for r in runs])
         for run, trace in zip(runs, traces, strict=True):
             run.trace_id = trace.pk
-        document = _document(corpus, names, tasks, runs, versions)
+        document = _document(corpus, names, tasks, runs, versions, task_sets)
         if chosen_builders:
             document.update(_builder_document(chosen_builders, tasks, runs))
         evaluation = Evaluation.objects.create(
             corpus=corpus, engine_version=ENGINE_VERSION, conditions=list(names), result=document
         )
+        evaluation.task_set_versions.set(task_sets.values())
         EvaluationRun.objects.bulk_create(
             [
                 EvaluationRun(
@@ -441,7 +454,7 @@ def _builder_document(builders, tasks, runs: Sequence[_Run]) -> dict:
     }
 
 
-def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
+def _document(corpus, names, tasks, runs: Sequence[_Run], versions, task_sets) -> dict:
     """The `evaluate --json` document (see docs/results.md for its keys)."""
     declared = {(r.task.uid, r.condition): r for r in runs if r.variant == DECLARED}
     conditions = {}
@@ -487,6 +500,10 @@ def _document(corpus, names, tasks, runs: Sequence[_Run], versions) -> dict:
         "metrics": list(METRICS),
         "condition_order": list(names),
         "frames": {t.project.slug: versions[t.project_id].number for t in sorted(tasks, key=lambda t: t.project.slug)},
+        # the version of each project's task set the runs replayed (selection.tasksets)
+        "task_sets": {
+            t.project.slug: task_sets[t.project_id].number for t in sorted(tasks, key=lambda t: t.project.slug)
+        },
         "task_info": {
             t.uid: {
                 "project": t.project.slug,

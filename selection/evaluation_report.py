@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Prefetch, QuerySet
 
 from .evaluation import BASELINE, ECODES, ORACLE
-from .models import Corpus, Evaluation
+from .models import Corpus, Evaluation, TaskSetVersion
 
 METRIC_LABELS = {
     "must_include_recall": "must-include recall",
@@ -28,13 +28,33 @@ def corpus_for_name(*, name: str) -> Corpus:
 
 
 def corpus_evaluations(*, corpus: Corpus) -> QuerySet[Evaluation]:
-    """Newest first, without the (large) result document; `run_count` annotated."""
+    """Newest first, without the (large) result document; `run_count` annotated, the task-set
+    versions they ran on prefetched (see `evaluation_task_sets`)."""
     return (
         Evaluation.objects.filter(corpus=corpus)
         .defer("result")
         .annotate(run_count=Count("runs"))
+        .prefetch_related(Prefetch("task_set_versions", TaskSetVersion.objects.select_related("project")))
         .order_by("-created_at", "-id")
     )
+
+
+def evaluation_task_sets(evaluation: Evaluation) -> dict[str, int]:
+    """project slug -> the version of its task set the evaluation replayed, by slug; empty for an
+    evaluation made before versions were recorded."""
+    return {v.project.slug: v.number for v in sorted(evaluation.task_set_versions.all(), key=lambda v: v.project.slug)}
+
+
+def task_sets_text(task_sets: dict[str, int]) -> str:
+    """How a page names them: "sift v3, quill v1"; "not recorded" before versions were."""
+    return ", ".join(f"{slug} v{n}" for slug, n in task_sets.items()) or "not recorded"
+
+
+def task_sets_differ(evaluations) -> list[str]:
+    """The task sets of listed evaluations when they are not all the same: their results compare
+    across a change of tasks, and the page says so."""
+    seen = sorted({task_sets_text(evaluation_task_sets(e)) for e in evaluations})
+    return seen if len(seen) > 1 else []
 
 
 def evaluation_for_pk(*, pk: int) -> Evaluation:

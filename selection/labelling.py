@@ -58,16 +58,6 @@ def _version(project: Project, *, number: int, digest: str, reason: str, user) -
     )
 
 
-def _task_frame(work: dict) -> dict:
-    """A trace header's work frame as tasks.yaml declares one: `cites` is a mapping there (the
-    header holds the engine's [name, ids] pairs), which store.work_frame_for_task reads back."""
-    frame = {key: work[key] for key in ("objective", "work_type", "constraints") if work.get(key)}
-    cites = work.get("cites")
-    if cites:
-        frame["cites"] = dict(cites) if not isinstance(cites, dict) else cites
-    return frame
-
-
 def trace_label(*, trace: Trace, user, labels: dict[str, str], uid: str = "") -> Labelled:
     """The trace's request (query, budget, standpoint, declared work frame and signals) becomes a
     task of its project whose ledger is `labels` (unit id -> MUST, SHOULD, OPTIONAL, DISTRACTOR or
@@ -136,6 +126,16 @@ def trace_label(*, trace: Trace, user, labels: dict[str, str], uid: str = "") ->
             payload={"trace": trace.pk, "task": uid, "labels": labels, "task_set_version": version.number},
         )
     return Labelled(task, version)
+
+
+def _task_frame(work: dict) -> dict:
+    """The trace header's work frame as a task declares it (tasks.yaml): `cites` is a mapping of
+    name -> ids there, a list of [name, ids] pairs in the trace."""
+    frame = {key: work[key] for key in ("objective", "work_type", "constraints") if work.get(key)}
+    cites = work.get("cites")
+    if cites:
+        frame["cites"] = {name: list(ids) for name, ids in (cites.items() if isinstance(cites, dict) else cites)}
+    return frame
 
 
 def unlabelled_traces(*, user, project: Project | None = None, work_type: str = "") -> QuerySet[Trace]:

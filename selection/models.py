@@ -323,6 +323,9 @@ class Evaluation(models.Model):
     engine_version = models.CharField(max_length=100)
     conditions = ArrayField(models.CharField(max_length=8))
     result = models.JSONField(default=dict, help_text="the evaluate --json document")
+    # the version of each project's task set the run replayed (issue 19); none on a run made
+    # before versions were recorded
+    task_set_versions = models.ManyToManyField("TaskSetVersion", blank=True, related_name="evaluations")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -440,9 +443,9 @@ class LocalUnit(models.Model):
 
 class TaskSetVersion(models.Model):
     """A numbered state of a project's task set (its tasks and ledgers, by digest): every change a
-    person makes (a task labelled from a trace) adds one, so a backtest or an evaluation can name
-    the version it ran on. Append-only (trigger). Version 1 is the set as imported, recorded at the
-    first change."""
+    person makes (a task labelled from a trace) adds one, and every backtest and evaluation names
+    the version it ran on (recording it when its digest is new). Append-only (trigger). Version 1
+    is the set as imported, recorded at the first change or the first run, whichever comes first."""
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="task_set_versions")
     number = models.PositiveIntegerField()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from django.db.models import Max
+
 from .models import Project, Task, TaskSetVersion
 from .scoring import ledgers_for_tasks
 
@@ -49,8 +51,33 @@ def task_set_versions(*, project: Project) -> dict[str, int]:
     return dict(TaskSetVersion.objects.filter(project=project).values_list("digest", "number"))
 
 
-def task_set_label(digest: str, versions: dict[str, int]) -> str:
-    """How a page names the task set a run used: "v3", or "as imported" before any change."""
+def task_set_version_record(*, project: Project, digest: str, tasks: int, reason: str = "") -> TaskSetVersion:
+    """The numbered version of `project`'s task set whose digest is `digest`: the one recorded, or
+    a new one (version 1 "the task set as imported" when none is recorded yet). A backtest and an
+    evaluation call it for the set they run on, so each names its version.
+
+    The caller holds the project's row lock (select_for_update) in its transaction: the numbers
+    are taken one at a time, as a labelling takes them."""
+    found = TaskSetVersion.objects.filter(project=project, digest=digest).order_by("-number").first()
+    if found is not None:
+        return found
+    latest = TaskSetVersion.objects.filter(project=project).aggregate(n=Max("number"))["n"]
+    if latest is None:
+        reason = "the task set as imported"
+    return TaskSetVersion.objects.create(
+        project=project,
+        number=(latest or 0) + 1,
+        digest=digest,
+        tasks=tasks,
+        reason=reason or "the task set changed outside labelling",
+    )
+
+
+def task_set_label(digest: str, versions: dict[str, int], recorded: TaskSetVersion | None = None) -> str:
+    """How a page names the task set a run used: "v3" (the version the run recorded, else the one
+    with its digest), or "as imported" for a run before any version was recorded."""
+    if recorded is not None:
+        return f"v{recorded.number}"
     number = versions.get(digest)
     if number is not None:
         return f"v{number}"

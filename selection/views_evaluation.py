@@ -19,6 +19,9 @@ from .evaluation_report import (
     corpus_for_name,
     evaluation_for_pk,
     evaluation_report,
+    evaluation_task_sets,
+    task_sets_differ,
+    task_sets_text,
 )
 from .jobs import evaluation_enqueue
 from .models import Corpus, Evaluation, Project
@@ -35,12 +38,15 @@ def _corpus(name: str) -> Corpus:
 def evaluation_list(request, name: str):
     corpus = _corpus(name)
     caps = access.access_corpus_read(request.user, corpus)
+    evaluations = list(corpus_evaluations(corpus=corpus))
     return render(
         request,
         "selection/evaluation_list.html",
         {
             "corpus": corpus,
-            "evaluations": corpus_evaluations(corpus=corpus),
+            "evaluations": [(e, task_sets_text(evaluation_task_sets(e))) for e in evaluations],
+            # a list of evaluations on different task sets says so: their numbers compare across a change
+            "task_sets_differ": task_sets_differ(evaluations),
             "caps": caps,
             "all_conditions": ALL_CONDITIONS,
         },

@@ -78,7 +78,7 @@ def test_a_stale_proposal_rebases_cleanly_as_a_new_proposal_that_supersedes_it(
     current = landed.frame_version
     assert selectors.stale_reason(_fresh(stale), current=selectors.current_with_proposal(project=stale.project)) == (
         f'v{current.number} was promoted from proposal #{landed.frame_version.proposal.pk} "More pull" after it '
-        "was written over v1; none of the keys it changes moved, so it rebases cleanly"
+        "was written over v1; no key it changes moved to another value, so it rebases cleanly"
     )
 
     rebased = services.proposal_rebase(proposal=stale, author=users["lead"])

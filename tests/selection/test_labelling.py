@@ -108,3 +108,38 @@ def test_the_api_labels_a_trace(client, lab, people):
     assert response.json()["task_set_version"] == 2 and response.json()["labelled_by"] == "lead"
     assert_problem(lead.post(f"/traces/{trace.pk}/task", {"labels": {unit: "MUST"}}), 422)  # already labelled
     assert_problem(lead.post(f"/traces/{trace.pk}/task", {"labels": {unit: "VITAL"}}), 422)
+
+
+def test_every_evaluation_names_the_task_set_version_it_ran_on(client, lab, people):
+    from selection.evaluation import evaluation_run
+
+    first = evaluation_run(corpus=lab.corpus, conditions="C6", actor=people["lead"])
+    # the first run records the set as imported as v1 and names it
+    assert first.result["task_sets"] == {"tlab": 1}
+    assert [(v.number, v.reason) for v in first.task_set_versions.all()] == [(1, "the task set as imported")]
+    again = evaluation_run(corpus=lab.corpus, conditions="C6", actor=people["lead"])
+    assert again.result["task_sets"] == {"tlab": 1} and TaskSetVersion.objects.count() == 1  # same set, same version
+
+    trace = lab.select().trace
+    labelling.trace_label(trace=trace, user=people["reviewer"], labels={_units(trace, 1)[0]: "MUST"}, uid="t-new")
+    latest = evaluation_run(corpus=lab.corpus, conditions="C6", actor=people["lead"])
+    assert latest.result["task_sets"] == {"tlab": 2} and "t-new" in latest.result["task_info"]
+
+    client.force_login(people["auditor"])
+    page = client.get(reverse("evaluation-detail", args=[latest.pk])).content.decode()
+    assert '<dd id="task-sets"><code>tlab</code> <strong>v2</strong></dd>' in page
+    listed = client.get(reverse("evaluation-list", args=[lab.corpus.name])).content.decode()
+    for evaluation, version in ((first, 1), (again, 1), (latest, 2)):
+        row = listed[listed.index(f'data-evaluation="{evaluation.pk}"') :]
+        assert f'<td class="task-set">tlab v{version}</td>' in row[: row.index("</tr>")]
+    # the list compares runs over time: it says plainly that the tasks changed between them
+    assert "These evaluations ran on different task sets (tlab v1; tlab v2)" in listed
+
+    from governance import tokens
+
+    api = ApiClient(
+        client, tokens.token_create(user=people["lead"], name="t", project=lab.project, role="lead", days=30).secret
+    )
+    assert api.get(f"/evaluations/{latest.pk}").json()["task_sets"] == {"tlab": 2}
+    summaries = {e["id"]: e["task_sets"] for e in api.get(f"/corpora/{lab.corpus.name}/evaluations").json()}
+    assert summaries == {first.pk: {"tlab": 1}, again.pk: {"tlab": 1}, latest.pk: {"tlab": 2}}
