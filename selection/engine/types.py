@@ -304,6 +304,12 @@ class EngineConfig:
     # C2+: BM25 and dense search rank only in-scope units (off: measured to cost precision on both
     # corpora at pool 40, docs/results.md section 6)
     scope_at_retrieval: bool = False
+    # the pool widens while its tail still scores near its head (widening.py): by
+    # pool_widen_step places while the last in-scope retrieved unit's relevance is at least
+    # pool_widen_tail x the head's, up to pool_widen_max (= pool_size: never widens)
+    pool_widen_tail: float = 0.55
+    pool_widen_step: int = 10
+    pool_widen_max: int = 60
     abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
 
 
