@@ -345,6 +345,7 @@ def _ladder(
             c.uid for c in candidates if c.unit.refutes or index.links.refuted_by.get(c.uid)
         ),
         ops=ops,
+        objective_ran=pool.objective is not None,
         unlisted_bucket=len(prefs)
         if condition.class_policy != "none" and not condition.flat_rank
         else None,
