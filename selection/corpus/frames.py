@@ -52,7 +52,7 @@ ESTABLISHMENT_KEYS = (
     "min_calibrated",
     "query_head",
 )
-ADMISSION_KEYS = ("rule", "floor", "unlisted")
+ADMISSION_KEYS = ("rule", "floor", "unlisted", "tier_cap", "unlisted_floor")
 THRESHOLD_KEYS = ("margin", "min_score")
 APPROVAL_KEYS = ("required_approvals", "rejection_blocks", "approver_may_promote")
 MAX_REQUIRED_APPROVALS = 20
@@ -211,14 +211,17 @@ def _admission(value: Any, place: Place, report: Report) -> AdmissionPolicy | No
     fields: dict[str, Any] = {}
     if "rule" in known:
         fields["rule"] = report.choice(known["rule"], place.at("rule"), ADMISSION_RULES)
-    if "floor" in known:
-        floor = report.number(known["floor"], place.at("floor"))
-        if floor is not None and not 0.0 <= floor <= 1.0:
-            report.add(place.at("floor"), f"must be between 0 and 1, got {floor}")
-            floor = None
-        fields["floor"] = floor
+    for key in ("floor", "unlisted_floor"):
+        if key in known:
+            floor = report.number(known[key], place.at(key))
+            if floor is not None and not 0.0 <= floor <= 1.0:
+                report.add(place.at(key), f"must be between 0 and 1, got {floor}")
+                floor = None
+            fields[key] = floor
     if "unlisted" in known:
         fields["unlisted"] = report.integer(known["unlisted"], place.at("unlisted"), minimum=0)
+    if "tier_cap" in known:
+        fields["tier_cap"] = report.integer(known["tier_cap"], place.at("tier_cap"), minimum=1)
     if any(item is None for item in fields.values()):
         return None
     return AdmissionPolicy(**fields)

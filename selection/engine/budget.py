@@ -4,6 +4,7 @@ saw.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ def admit_within_budget(
     unlisted_bucket: int | None = None,
     contested: frozenset[str] = frozenset(),
     ops: list[CoalescingOp] | None = None,
+    objective_ran: bool = True,
 ) -> list[Decided]:
     """Greedy fill in rank order: an item that does not fit is omitted and later, smaller items may
     still fit.
@@ -57,13 +59,14 @@ def admit_within_budget(
     the sources, like an echo; recorded in `ops`), or, when the longer source list would not fit,
     it is rejected as redundant. A unit in `contested` (it refutes or is refuted) never folds and
     is never rejected as repetition: dissent is not repetition. Then the frame's stop rule
-    (`stop`) may stop the item. `spent` is what earlier admissions (the routed envelope) already
+    (`stop`) may stop the item (`objective_ran`: whether an objective query ran, which the
+    unlisted floor reads). `spent` is what earlier admissions (the routed envelope) already
     took from the budget.
     """
     decided: list[Decided] = []
     admitted_rows: list[int] = []
     owner: dict[int, int] = {}  # admitted row -> index in `decided` of the item holding it
-    rule = _StopRule(stop, unlisted_bucket)
+    rule = _StopRule(stop, unlisted_bucket, objective_ran)
     for draft in drafts:
         rendered = render_draft(draft)
         tokens = item_tokens(rendered)
@@ -141,9 +144,12 @@ def _class_pulled(c) -> bool:
 class _StopRule:
     """The frame's admission stop rule (AdmissionPolicy), applied item by item in rank order."""
 
-    def __init__(self, policy: AdmissionPolicy | None, unlisted_bucket: int | None):
+    def __init__(
+        self, policy: AdmissionPolicy | None, unlisted_bucket: int | None, objective_ran: bool = True
+    ):
         self.policy = policy if policy is not None and policy.rule != "none" else None
         self.unlisted_bucket = unlisted_bucket
+        self.objective_ran = objective_ran
         self.best: dict[int, float] = {}
         self.count: dict[int, int] = {}
         self.pulled: set[int] = set()  # buckets whose first class-pulled unit has been seen
@@ -155,12 +161,25 @@ class _StopRule:
         bucket = c.bucket
         if bucket == self.unlisted_bucket and self.count.get(bucket, 0) >= self.policy.unlisted:
             return f"unlisted-class bucket already holds {self.policy.unlisted} admitted items"
+        if bucket == self.unlisted_bucket and self.policy.unlisted_floor is not None:
+            support, what = self.agreement(c)
+            if support < self.policy.unlisted_floor:
+                return (
+                    f"unlisted class: {what} {support:.3f} < {self.policy.unlisted_floor:g} (a class "
+                    "the work type does not list enters only on strong support)"
+                )
         guaranteed = False
         if _class_pulled(c) and bucket not in self.pulled:
             # the frame guarantees its preferred classes candidates: the first one pulled for a
             # class is that guarantee, and weak retrieval evidence does not withdraw it
             self.pulled.add(bucket)
             guaranteed = True
+        cap = self.tier_cap(bucket)
+        if cap is not None and self.count.get(bucket, 0) >= cap:
+            return (
+                f"bucket of tier {bucket} already holds {cap} admitted items "
+                f"(tier cap {self.policy.tier_cap}: ceil({self.policy.tier_cap} / {bucket + 1}))"
+            )
         best = self.best.get(bucket)
         mine = evidence(c)
         if best is not None and not guaranteed and mine < self.policy.floor * best:
@@ -169,6 +188,24 @@ class _StopRule:
                 f"bucket {bucket}"
             )
         return ""
+
+    def agreement(self, c) -> tuple[float, str]:
+        """How strongly both texts support a candidate: the weaker of its query and objective
+        relevance, or its query relevance alone when no objective query ran."""
+        s = c.signals
+        if not self.objective_ran:
+            return s.get("query_relevance", 0.0), "query relevance"
+        return (
+            min(s.get("query_relevance", 0.0), s.get("objective_relevance", 0.0)),
+            "min(query, objective relevance)",
+        )
+
+    def tier_cap(self, bucket: int) -> int | None:
+        """How many items the bucket of this preference tier admits at most (None: no cap); the
+        unlisted bucket and an inferred frame's query-only head (-1) have their own rules."""
+        if self.policy.tier_cap is None or bucket < 0 or bucket == self.unlisted_bucket:
+            return None
+        return math.ceil(self.policy.tier_cap / (bucket + 1))
 
     def admitted(self, c) -> None:
         if self.policy is None or c.bucket is None:

@@ -25,6 +25,9 @@ class Condition:
     class_policy: str = "none"
     objective_expansion: bool = False  # the objective runs as a second query, fused with the first
     class_pull: bool = False  # each preferred class is guaranteed `class_pull` candidates
+    # the pool widens while its tail scores near its head (widening.py); off below C4, so the
+    # query-only rungs keep the book's fixed pool of 40
+    pool_widening: bool = False
     layers: bool = (
         False  # temporal/evidential/open-loop signals weight the rank score; supersession rule
     )
@@ -50,10 +53,11 @@ _C3 = replace(
 _C4 = replace(
     _C3,
     name="C4",
-    label="C3 + WorkFrame: objective-expanded recall, work-type policy, class pull",
+    label="C3 + WorkFrame: objective-expanded recall, work-type policy, class pull, pool widening",
     class_policy="work_type",
     objective_expansion=True,
     class_pull=True,
+    pool_widening=True,
 )
 _C5 = replace(
     _C4,

@@ -43,6 +43,7 @@ from .types import (
     StageSummary,
     Unit,
 )
+from .widening import widen_pool
 
 ENGINE_VERSION = "frame-governance-engine/0.1.0"
 POLICY_VERSION = "staged-frame-conditioned-v1"
@@ -260,20 +261,25 @@ def _ladder(
     spent = sum(d.tokens for d in routed if d.admitted)
     prefs = preferences(condition, frame, work)
     with timed(timings, TimedStage.RETRIEVAL):
-        pool = build_pool(
+        pool = widen_pool(
+            lambda cfg: build_pool(
+                index,
+                query=request.query,
+                query_vector=request.query_vector,
+                objective=work.objective,
+                objective_vector=request.objective_vector,
+                condition=condition,
+                preferences=prefs,
+                scope=scope,
+                class_pull=frame.class_pull,
+                standpoint=standpoint,
+                config=cfg,
+                open_loops=condition.class_policy in ("work_type", "merged")
+                and sig.open_loop_weight(frame, work.work_type) > 0,
+            ),
             index,
-            query=request.query,
-            query_vector=request.query_vector,
-            objective=work.objective,
-            objective_vector=request.objective_vector,
-            condition=condition,
-            preferences=prefs,
-            scope=scope,
-            class_pull=frame.class_pull,
-            standpoint=standpoint,
-            config=config,
-            open_loops=condition.class_policy in ("work_type", "merged")
-            and sig.open_loop_weight(frame, work.work_type) > 0,
+            config if condition.pool_widening else replace(config, pool_widen_max=config.pool_size),
+            scope if condition.scope_filter else None,
         )
     # routed units are already in the bundle (or omitted by the budget): they do not compete again
     in_envelope = frozenset(u.id for u in envelope)
@@ -339,6 +345,7 @@ def _ladder(
             c.uid for c in candidates if c.unit.refutes or index.links.refuted_by.get(c.uid)
         ),
         ops=ops,
+        objective_ran=pool.objective is not None,
         unlisted_bucket=len(prefs)
         if condition.class_policy != "none" and not condition.flat_rank
         else None,

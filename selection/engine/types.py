@@ -161,11 +161,24 @@ class AdmissionPolicy(Serialisable):
     class (the frame's guarantee of that class). rule "none" (the default, so a frame that
     declares nothing keeps the book's behaviour): the budget alone ends the bundle. floor 0.6 and
     unlisted 2 were set on fixtures/context-lab, whose frames declare them (docs/results.md).
+
+    tier_cap (under "relative"; None: no cap): a listed class's bucket shrinks with its place in the
+    work type's preference order: the bucket of tier t (0 = most preferred) admits at most
+    ceil(tier_cap / (t + 1)) items, so the preferred class keeps its room and the classes the work
+    type ranks further down contribute their strongest one or two. The unlisted bucket keeps its
+    own `unlisted` cap. 5 was set on fixtures/context-lab (docs/results.md, section 6).
+
+    unlisted_floor (under "relative"; None: no floor): an item of the unlisted bucket (a class the
+    work type does not ask for, eligible on query support alone) is stopped unless both the query
+    and the objective rank it high: min(query relevance, objective relevance) >= unlisted_floor
+    (the query relevance alone when no objective query ran). 0.75 was set on fixtures/context-lab.
     """
 
     rule: str = "none"
     floor: float = 0.6
     unlisted: int = 2
+    tier_cap: int | None = None
+    unlisted_floor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -304,6 +317,12 @@ class EngineConfig:
     # C2+: BM25 and dense search rank only in-scope units (off: measured to cost precision on both
     # corpora at pool 40, docs/results.md section 6)
     scope_at_retrieval: bool = False
+    # the pool widens while its tail still scores near its head (widening.py): by
+    # pool_widen_step places while the last in-scope retrieved unit's relevance is at least
+    # pool_widen_tail x the head's, up to pool_widen_max (= pool_size: never widens)
+    pool_widen_tail: float = 0.55
+    pool_widen_step: int = 10
+    pool_widen_max: int = 60
     abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
 
 

@@ -95,14 +95,24 @@ def test_a_part_that_adds_nothing_but_costs_a_gated_metric_is_flagged_within_its
 @pytest.fixture
 def lead(sift, sift_users):
     """sift's lead, also a lead of quill (only someone with a role there may widen sift's scope to
-    it), with sift's current frame the one without design notes in design review."""
+    it), with sift's current frame the one without design notes in design review, no class pull
+    and no admission stop rule (issue 15's pool widening and tier caps left the stop rule's frame
+    no recall for a wider class pull to add: without them the pull adds +0.050 recall at −0.017
+    precision, inside the gate)."""
     from authority.selectors import current_frame_version
     from authority.services import frame_version_create, promotion_create
     from selection.corpus.frames import merge_patch
 
     RoleGrant.objects.create(user=sift_users["lead"], project=Project.objects.get(slug="quill"), role="lead")
     v1 = current_frame_version(project=sift)
-    frame = merge_patch(v1.snapshot, {"work_types": {"design-review": {"classes": WITHOUT_DESIGN_NOTES}}})
+    frame = merge_patch(
+        v1.snapshot,
+        {
+            "work_types": {"design-review": {"classes": WITHOUT_DESIGN_NOTES}},
+            "class_pull": 0,
+            "admission": {"rule": "none"},
+        },
+    )
     promotion_create(project=sift, frame_version=frame_version_create(project=sift, snapshot=frame, parent=v1))
     return sift_users["lead"]
 

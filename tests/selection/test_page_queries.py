@@ -122,7 +122,8 @@ def wide_trace(project, pool: int):
         project_frame=frame, work_frame=store.work_frame_for_task(task), query=task.query,
         budget_tokens=task.budget_tokens, standpoint=task.standpoint, use_dense=False,
     )
-    config = EngineConfig(pool_size=pool, lexical_k=pool + 20, dense_k=pool + 20)
+    # a fixed pool (never widened): the test compares a pool of 10 with one of 30
+    config = EngineConfig(pool_size=pool, lexical_k=pool + 20, dense_k=pool + 20, pool_widen_max=pool)
     result = services.selection_run(inputs, store.corpus_index(project.corpus_id), config=config)
     return services.trace_write(result, project=project, frame_version=number, task=task, source="select")
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from selection.corpus import CorpusError, CorpusIssue, read_corpus
+from selection.corpus.frames import check_frame
+from selection.corpus.places import Place, Report
 from selection.engine.gates import Gate
 from selection.engine.types import OpenLoop
 
@@ -840,3 +842,31 @@ def test_bad_establishment_policy_is_refused(make_corpus, samples, entry, field,
     issue = the_issue(error)
     assert (issue.file, issue.field) == ("corpus.yaml", field), str(error)
     assert fragment in issue.message, str(error)
+
+
+# --- the admission stop rule's tier cap and unlisted floor (issue 15) ---------------------------
+
+
+def test_admission_reads_the_tier_cap_and_the_unlisted_floor(make_corpus, samples):
+    texts = samples.texts()
+    policy = "      admission: {rule: relative, floor: 0.6, unlisted: 2, tier_cap: 5, unlisted_floor: 0.75}\n"
+    corpus = replaced(texts["corpus.yaml"], "      class_pull: 2\n", "      class_pull: 2\n" + policy)
+    data = read_corpus(make_corpus(corpus=corpus, tasks=texts["tasks.yaml"], proposals=texts["proposals.yaml"]))
+    report = Report()
+    frame = check_frame(
+        data.project("alpha").frame, Place("frame"), report, project="alpha", declared={"alpha", "beta"}
+    )
+    assert not report.issues and (frame.admission.tier_cap, frame.admission.unlisted_floor) == (5, 0.75)
+
+
+@pytest.mark.parametrize(
+    ("value", "field", "fragment"),
+    [("tier_cap: 0", "tier_cap", "at least 1"), ("unlisted_floor: 1.5", "unlisted_floor", "between 0 and 1")],
+)
+def test_a_bad_tier_cap_or_unlisted_floor_is_refused(make_corpus, samples, value, field, fragment):
+    texts = samples.texts()
+    policy = f"      admission: {{rule: relative, {value}}}\n"
+    corpus = replaced(texts["corpus.yaml"], "      class_pull: 2\n", "      class_pull: 2\n" + policy)
+    error = rejected(make_corpus(corpus=corpus, tasks=texts["tasks.yaml"], proposals=texts["proposals.yaml"]))
+    issue = the_issue(error)
+    assert (issue.file, issue.field) == ("corpus.yaml", field) and fragment in issue.message, str(error)

@@ -165,9 +165,11 @@ def test_the_class_pull_fills_a_class_by_relevance_not_by_unit_id():
     idx = CorpusIndex.build(lineage_units())
     frame = replace(ALPHA, class_pull=1)
     work = mini_work("release", objective="")
-    # a pool of one: the reranker result; the todo class is pulled, t-b is relevant, t-a is not
+    # a pool of one (fixed: not widened): the reranker result; the todo class is pulled, t-b is
+    # relevant, t-a is not
     query = "reranker lifts ndcg judged set"
-    r = select(mini_request("C4", query=query, work=work, frame=frame), idx, EngineConfig(pool_size=1))
+    fixed = EngineConfig(pool_size=1, pool_widen_max=1)
+    r = select(mini_request("C4", query=query, work=work, frame=frame), idx, fixed)
     todos = [c.unit_id for c in r.trace.candidates if c.retrieval.pulled_by == "class_pull:todo"]
     assert todos == ["t-b"]
 
