@@ -13,7 +13,7 @@ from typing import TypeVar
 import numpy as np
 
 from .conditions import Condition
-from .index import CorpusIndex, DenseHits, normalise_vector, tokenise, top_k
+from .index import BM25Hits, CorpusIndex, DenseHits, normalise_vector, tokenise, top_k
 from .signals import in_effect
 from .types import EngineConfig
 
@@ -33,12 +33,16 @@ def rrf(rankings: Sequence[Sequence[K]], k: int = 60) -> list[tuple[K, float]]:
 class QueryHits:
     """One text run through both retrievers (positions are index positions)."""
 
-    bm25: np.ndarray  # BM25Okapi score of every unit
+    bm25: BM25Hits  # the lexical search: any unit's BM25Okapi score on demand
     lexical: np.ndarray  # top lexical_k positions with a positive score
     dense: DenseHits | None  # top positions and any unit's cosine; None without a vector
     dense_top: np.ndarray
     fused: list[tuple[int, float]]  # truncated to the pool size
     skipped: frozenset[int] = frozenset()  # out-of-scope hits the scoped search left out
+
+    def bm25_scores(self, positions: Sequence[int]) -> list[float]:
+        """The BM25 score of each position (exact; computed for these positions alone)."""
+        return self.bm25.scores(positions).tolist()
 
     def rank_maps(self) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
         lexical = {int(p): r for r, p in enumerate(self.lexical, start=1)}
@@ -60,14 +64,13 @@ def search(
     With `allowed` (a boolean mask over positions: the frame's scope), both retrievers rank only
     allowed units, so out-of-scope hits never take a place in the pool; `skipped` holds the
     out-of-scope units the unrestricted lists would have held."""
-    bm25 = index.bm25.scores(tokenise(text))
+    tokens = tokenise(text)
+    bm25 = index.bm25.search(tokens, config.lexical_k)
     skipped: set[int] = set()
-    if allowed is None:
-        lexical = top_k(bm25, config.lexical_k, positive_only=True)
-    else:
-        unrestricted = top_k(bm25, config.lexical_k, positive_only=True)
-        skipped.update(int(p) for p in unrestricted if not allowed[p])
-        lexical = top_k(np.where(allowed, bm25, 0.0), config.lexical_k, positive_only=True)
+    if allowed is not None:
+        skipped.update(int(p) for p in bm25.top if not allowed[p])
+        bm25 = index.bm25.search(tokens, config.lexical_k, allowed=allowed)
+    lexical = bm25.top
     hits: DenseHits | None = None
     if dense is not None:
         hits = DenseHits(top_k(dense, config.dense_k), full=dense)
@@ -118,20 +121,31 @@ def _in_scope(searcher, query: np.ndarray, hits: DenseHits, allowed: np.ndarray,
         hits = searcher.search(query, want)
 
 
+def cosines(dense: DenseHits, positions: Sequence[int]) -> list[float]:
+    """`dense.score(p)` of each position, computed in one product where the searcher has to."""
+    if dense.full is not None:
+        return dense.full[np.asarray(positions, dtype=np.int64)].tolist()
+    dense.prefetch(positions)
+    return [dense.score(p) for p in positions]
+
+
 def by_relevance(pool: Pool, positions: Sequence[int]) -> list[int]:
     """Positions most relevant first: dense cosine to the query (plus the objective when it ran),
     then BM25 likewise, then position (unit id order). What orders every pull that has a choice."""
+    if not positions:
+        return []
     searches = [hits for hits in (pool.query, pool.objective) if hits is not None]
+    cosine = [0] * len(positions)
+    lexical = [0] * len(positions)
     for hits in searches:
+        # summed as Python floats in the same order as one unit at a time, so the same sums
         if hits.dense is not None:
-            hits.dense.prefetch(positions)
-
-    def key(pos: int) -> tuple[float, float, int]:
-        cosine = sum(hits.dense.score(pos) for hits in searches if hits.dense is not None)
-        lexical = sum(float(hits.bm25[pos]) for hits in searches)
-        return (-round(cosine, 9), -round(lexical, 9), pos)
-
-    return sorted(positions, key=key)
+            cosine = [a + b for a, b in zip(cosine, cosines(hits.dense, positions), strict=True)]
+        lexical = [a + b for a, b in zip(lexical, hits.bm25_scores(positions), strict=True)]
+    keys = [
+        (-round(c, 9), -round(x, 9), p) for c, x, p in zip(cosine, lexical, positions, strict=True)
+    ]
+    return [key[2] for key in sorted(keys)]
 
 
 def _pulled_score(floor: float, place: int) -> float:
