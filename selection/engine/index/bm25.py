@@ -12,9 +12,9 @@ from .topk import top_k
 
 FULL_ROW_MIN_UNITS = 20_000  # below this a scatter is as cheap as a full-length add
 FULL_ROW_MAX_TERMS = 32  # full-length rows kept for at most this many of the commonest terms
-PRUNE_MIN_UNITS = 8_192  # below this a query scores every unit (cheaper than pruning's bookkeeping)
+PRUNE_MIN_UNITS = 250_000  # below this a query scores every unit (measured cheaper than pruning)
 SEED_POSTINGS = 4  # the threshold's seed reads the best terms' postings up to this many x k ...
-SEED_SHARE = 64  # ... or up to 1/SEED_SHARE of the corpus, whichever is more
+SEED_SHARE = 256  # ... or up to 1/SEED_SHARE of the corpus, whichever is more
 EXHAUSTIVE_SHARE = 4  # candidates beyond 1/EXHAUSTIVE_SHARE of the corpus: score every unit instead
 BOUND_SLACK = 1e-9  # relative margin on a sum of upper bounds (float rounding of <100 additions)
 
@@ -185,17 +185,32 @@ class BM25Index:
             return None
         # non-essential terms: the lowest bounds, as long as their sum stays below the threshold
         essential = []
-        total = 0.0
+        total = spare = 0.0
         for tid in sorted(count, key=lambda t: (bound[t], t)):
             total += bound[tid]
             if total * (1.0 + BOUND_SLACK) >= threshold:
                 essential.append(tid)
+            else:
+                spare = total
         size = sum(self.postings[tid].size for tid in essential)
         if size > self.size // EXHAUSTIVE_SHARE:
             return None
-        return self._union([self.postings[tid] for tid in essential])
+        candidates = self._union([self.postings[tid] for tid in essential])
+        if allowed is not None:
+            candidates = candidates[allowed[candidates]]
+        # a candidate's bound: its essential terms' own contributions plus the spare terms' bounds;
+        # below the threshold it cannot reach the top k, and is never scored exactly
+        ceiling = np.full(candidates.size, spare)
+        for tid in essential:
+            postings = self.postings[tid]
+            where = np.searchsorted(candidates, postings)
+            np.minimum(where, max(candidates.size - 1, 0), out=where)
+            found = candidates[where] == postings if candidates.size else where < 0
+            ceiling[where[found]] += self.weights[tid][found] * count[tid]
+        return candidates[ceiling * (1.0 + BOUND_SLACK) >= threshold]
 
     def _union(self, lists: list[np.ndarray]) -> np.ndarray:
+        """The sorted distinct positions of sorted position lists."""
         if not lists:
             return np.empty(0, dtype=np.int64)
         if len(lists) == 1:
@@ -206,7 +221,11 @@ class BM25Index:
             for p in lists:
                 mark[p] = True
             return np.flatnonzero(mark)
-        return np.unique(np.concatenate(lists))
+        merged = np.sort(np.concatenate(lists))
+        keep = np.empty(merged.size, dtype=bool)
+        keep[0] = True
+        np.not_equal(merged[1:], merged[:-1], out=keep[1:])
+        return merged[keep]
 
     def _full(self, tids: Sequence[int]) -> np.ndarray:
         score = np.zeros(self.size)

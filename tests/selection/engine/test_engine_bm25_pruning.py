@@ -109,3 +109,4 @@ def test_unknown_or_empty_queries_find_nothing():
     assert index.search(tokenise("zzz"), 5).top.tolist() == []
     assert index.search([], 5).top.tolist() == []
     assert index.search(tokenise("c"), 0).top.tolist() == []
+
