@@ -4,8 +4,7 @@ class and successor pulls.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
@@ -129,23 +128,66 @@ def cosines(dense: DenseHits, positions: Sequence[int]) -> list[float]:
     return [dense.score(p) for p in positions]
 
 
-def by_relevance(pool: Pool, positions: Sequence[int]) -> list[int]:
+RELEVANCE_MARGIN = 1e-8  # > twice round(x, 9)'s largest move: a wider shortlist, never a narrower
+
+
+def by_relevance(
+    pool: Pool,
+    positions: Sequence[int] | np.ndarray,
+    limit: int | None = None,
+    accept: Callable[[int], bool] | None = None,
+) -> list[int]:
     """Positions most relevant first: dense cosine to the query (plus the objective when it ran),
-    then BM25 likewise, then position (unit id order). What orders every pull that has a choice."""
-    if not positions:
+    then BM25 likewise (each rounded to 9 places), then position (unit id order). What orders
+    every pull that has a choice. With `limit`, the first `limit` of that order that `accept`
+    (when given) keeps.
+
+    Computed a column at a time; only a shortlist is sorted exactly: the k best cosines, and every
+    cosine within RELEVANCE_MARGIN of the k-th, hold the first k of the whole order (whatever lies
+    below rounds below all k of them); k grows until `limit` accepted positions are found."""
+    positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+    n = positions.size
+    if n == 0:
         return []
     searches = [hits for hits in (pool.query, pool.objective) if hits is not None]
-    cosine = [0] * len(positions)
-    lexical = [0] * len(positions)
+    # summed in float64 in the order one unit's Python sum would take: the same values
+    cosine = np.zeros(n)
     for hits in searches:
-        # summed as Python floats in the same order as one unit at a time, so the same sums
         if hits.dense is not None:
-            cosine = [a + b for a, b in zip(cosine, cosines(hits.dense, positions), strict=True)]
-        lexical = [a + b for a, b in zip(lexical, hits.bm25_scores(positions), strict=True)]
-    keys = [
-        (-round(c, 9), -round(x, 9), p) for c, x, p in zip(cosine, lexical, positions, strict=True)
-    ]
-    return [key[2] for key in sorted(keys)]
+            cosine = cosine + np.asarray(cosines(hits.dense, positions), dtype=np.float64)
+    lexical = np.zeros(n)
+    for hits in searches:
+        lexical = lexical + hits.bm25.scores(positions)
+    want = n if limit is None else max(limit, 0)
+    k = min(max(want, 1), n)
+    while True:
+        if k >= n:
+            shortlist = np.arange(n)
+        else:
+            kth = np.partition(cosine, n - k)[n - k]
+            shortlist = np.flatnonzero(cosine >= kth - RELEVANCE_MARGIN)
+        keys = sorted(
+            zip(
+                [-round(c, 9) for c in cosine[shortlist].tolist()],
+                [-round(x, 9) for x in lexical[shortlist].tolist()],
+                positions[shortlist].tolist(),
+                strict=True,
+            )
+        )
+        ordered = [key[2] for key in keys[:k]]
+        chosen = ordered if accept is None else [p for p in ordered if accept(p)]
+        if len(chosen) >= want or k >= n:
+            return chosen[:want]
+        k = min(k * 4, n)
+
+
+def _unpooled(pool: Pool, lists) -> np.ndarray:
+    """The positions of `lists` (sorted, disjoint) that are not in the pool yet."""
+    arrays = [np.asarray(items, dtype=np.int64) for items in lists if len(items)]
+    if not arrays:
+        return np.empty(0, dtype=np.int64)
+    merged = np.concatenate(arrays)
+    return merged[~np.isin(merged, np.fromiter(pool.score, dtype=np.int64, count=len(pool.score)))]
 
 
 def _pulled_score(floor: float, place: int) -> float:
@@ -232,9 +274,9 @@ def build_pool(
             if need <= 0:
                 continue
             lists = [index.by_project_class.get((p, evidence_class), ()) for p in projects]
-            missing = [pos for pos in heapq.merge(*lists) if pos not in pool.score]
+            missing = _unpooled(pool, lists)
             # the class's most relevant units first (not the first ids)
-            for j, pos in enumerate(by_relevance(pool, missing)[:need]):
+            for j, pos in enumerate(by_relevance(pool, missing, need)):
                 pool.add(pos, _pulled_score(floor, j), f"class_pull:{evidence_class}")
                 pulled += 1
         pool.counts["class_pulled"] = pulled
@@ -268,13 +310,13 @@ def build_pool(
 
     if condition.successor_pull and open_loops and config.open_loop_pull > 0:
         # Chapter 9: the project's open loops, when the work type has a use for unfinished work
-        loops = [
-            pos
-            for project in sorted(scope)
-            for pos in index.open_loops.get(project, ())
-            if pos not in pool.score and in_effect(index.units[pos], standpoint)
-        ]
-        chosen = by_relevance(pool, loops)[: config.open_loop_pull]
+        loops = _unpooled(pool, [index.open_loops.get(project, ()) for project in sorted(scope)])
+        chosen = by_relevance(
+            pool,
+            loops,
+            config.open_loop_pull,
+            accept=lambda pos: in_effect(index.units[pos], standpoint),
+        )
         for j, pos in enumerate(chosen):
             pool.add(pos, _pulled_score(floor, j), "open_loop")
         pool.counts["open_loops_pulled"] = len(chosen)
