@@ -186,7 +186,9 @@ def _unpooled(pool: Pool, lists) -> np.ndarray:
     arrays = [np.asarray(items, dtype=np.int64) for items in lists if len(items)]
     if not arrays:
         return np.empty(0, dtype=np.int64)
-    merged = np.concatenate(arrays)
+    # in position order, as a merge of the lists gives: any exact cosines an approximate searcher
+    # computes for them are computed in the same batch as before
+    merged = np.sort(np.concatenate(arrays))
     return merged[~np.isin(merged, np.fromiter(pool.score, dtype=np.int64, count=len(pool.score)))]
 
 
@@ -310,13 +312,13 @@ def build_pool(
 
     if condition.successor_pull and open_loops and config.open_loop_pull > 0:
         # Chapter 9: the project's open loops, when the work type has a use for unfinished work
-        loops = _unpooled(pool, [index.open_loops.get(project, ()) for project in sorted(scope)])
-        chosen = by_relevance(
-            pool,
-            loops,
-            config.open_loop_pull,
-            accept=lambda pos: in_effect(index.units[pos], standpoint),
-        )
+        loops = [
+            pos
+            for project in sorted(scope)
+            for pos in index.open_loops.get(project, ())
+            if pos not in pool.score and in_effect(index.units[pos], standpoint)
+        ]
+        chosen = by_relevance(pool, loops, config.open_loop_pull)
         for j, pos in enumerate(chosen):
             pool.add(pos, _pulled_score(floor, j), "open_loop")
         pool.counts["open_loops_pulled"] = len(chosen)
