@@ -72,13 +72,15 @@ def time_reference(bench: SyntheticCorpus, queries: int, dense: DenseSearcher | 
     reference = (ReferenceRetriever(texts, bench.vectors) if dense is None
                  else StrongReferenceRetriever(texts, dense))
     build_s = time.perf_counter() - start
-    times = []
+    times, cpu = [], []
     for i in range(queries):
         task = bench.tasks[i % len(bench.tasks)]
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         reference.query(task.query, task.query_vector)
         times.append((time.perf_counter() - start) * 1e3)
+        cpu.append((time.thread_time() - start_cpu) * 1e3)
     del reference
     out = summary(times)
+    out["cpu"] = summary(cpu)
     out["build_s"] = round(build_s, 2)
     return out

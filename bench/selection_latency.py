@@ -36,18 +36,20 @@ def engine_requests(bench: SyntheticCorpus, condition: str) -> list[SelectionReq
 
 
 def time_selection(index: CorpusIndex, requests: list[SelectionRequest], samples: int) -> dict:
-    """select() p50/p95 with its split: retrieval, policy (the rest), trace records."""
+    """select() p50/p95 with its split: retrieval, policy (the rest), trace records; and its CPU
+    time (`cpu`), which a loaded machine inflates far less than the wall clock."""
     for request in requests[:8]:
         select(request, index)  # warm caches and code paths
-    total, retrieval, records, policy, serialise = [], [], [], [], []
+    total, retrieval, records, policy, serialise, cpu = [], [], [], [], [], []
     timings = StageTimings()
     results = []
     for i in range(samples):
         request = requests[i % len(requests)]
         timings.clear()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         result = select(request, index, timings=timings)
         elapsed_ms = (time.perf_counter() - start) * 1e3
+        cpu.append((time.thread_time() - start_cpu) * 1e3)
         retrieval_ms = timings.ms(TimedStage.RETRIEVAL)
         records_ms = timings.ms(TimedStage.TRACE_RECORDS)
         total.append(elapsed_ms)
@@ -66,6 +68,8 @@ def time_selection(index: CorpusIndex, requests: list[SelectionRequest], samples
         policy=summary(policy),
         trace_build=summary(records),
         trace_serialise=summary(serialise),
+        # this thread's CPU time: what the work costs, whatever else the machine's cores are doing
+        cpu=summary(cpu),
         candidates_mean=round(float(np.mean([len(r.trace.candidates) for r in results])), 1),
     )
     return out

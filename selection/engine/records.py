@@ -4,11 +4,12 @@ frozen into CandidateRecords (and the retriever's configuration) once select() h
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from .index import TOKENISER, CorpusIndex
 from .policy import Working
 from .reason_codes import REASON_DISPOSITION, Disposition, ReasonCode, Stage
-from .retrieval import Pool, QueryHits
+from .retrieval import Pool, QueryHits, cosines
 from .routing.codes import LocalCode, RouteCode
 from .routing.types import RoutingReport
 from .types import (
@@ -22,6 +23,18 @@ from .types import (
     SelectionRequest,
     Signals,
 )
+
+T = TypeVar("T")
+
+
+def frozen(cls: type[T], values: dict) -> T:
+    """`cls(**values)` for a frozen dataclass, `values` naming every field: the same object (equal,
+    the same attributes), without the generated __init__ setting each field through
+    object.__setattr__, which made building a trace's records cost more than deciding them.
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(values)
+    return obj
 
 
 def own_relevance(hits: QueryHits | None) -> dict[int, float]:
@@ -56,16 +69,6 @@ def retrieval_parts(candidates: Sequence[Working], pool: Pool, rrf_k: int) -> No
         c.base_parts = tuple(parts)
 
 
-def _hit(hits: QueryHits | None, ranks: dict[int, int] | None, pos: int, dense: bool):
-    if hits is None:
-        return None, None
-    if dense:
-        if hits.dense is None:
-            return None, None
-        return hits.dense.score(pos), ranks.get(pos)
-    return float(hits.bm25[pos]), ranks.get(pos)
-
-
 def records(
     candidates: Sequence[Working], pool: Pool, routing: RoutingReport | None = None
 ) -> tuple[CandidateRecord, ...]:
@@ -73,19 +76,38 @@ def records(
     local = {d.unit for d in routing.local} if routing else set()
     envelope = frozenset(routing.envelope) if routing else frozenset()
     positions = [c.pos for c in candidates if c.pos >= 0]
-    for hits in (pool.query, pool.objective):
-        if hits is not None and hits.dense is not None:
-            hits.dense.prefetch(positions)
-    maps = (
-        pool.query.rank_maps() if pool.query else ({}, {}, {}),
-        pool.objective.rank_maps() if pool.objective else ({}, {}, {}),
-    )
+    # every raw score the records show, gathered once for the whole pool
+    columns = (_Columns(pool.query, positions), _Columns(pool.objective, positions))
     return tuple(
         _envelope_record(c, pool, routed.get(c.uid), c.uid in local)
         if c.uid in envelope and c.pool_rank == 0
-        else _record(c, pool, maps)
+        else _record(c, pool, columns)
         for c in candidates
     )
+
+
+class _Columns:
+    """One text's hits as the records read them: lexical, dense and fused rank maps, and the BM25
+    score and cosine of every pooled position (None where the search did not run)."""
+
+    __slots__ = ("lexical", "dense", "fused", "bm25", "cosine")
+
+    def __init__(self, hits: QueryHits | None, positions: list[int]):
+        if hits is None:
+            self.lexical = self.dense = self.fused = {}
+            self.bm25 = self.cosine = None
+            return
+        self.lexical, self.dense, self.fused = hits.rank_maps()
+        self.bm25 = dict(zip(positions, hits.bm25_scores(positions), strict=True))
+        if hits.dense is None:
+            self.cosine = None
+        else:
+            self.cosine = dict(zip(positions, cosines(hits.dense, positions), strict=True))
+
+
+def _signals(c: Working) -> Signals:
+    s = c.signals
+    return frozen(Signals, {name: float(s[name]) for name in SIGNAL_NAMES})
 
 
 def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool) -> CandidateRecord:
@@ -95,7 +117,7 @@ def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool
         reason = LocalCode.LOCAL_ADDED.value if local else (route_code or RouteCode.ROUTE_EXPLICIT.value)
     else:
         reason = RouteCode.OMIT_BUDGET.value
-    bm25 = float(pool.query.bm25[c.pos]) if pool.query is not None and c.pos >= 0 else 0.0
+    bm25 = pool.query.bm25_scores([c.pos])[0] if pool.query is not None and c.pos >= 0 else 0.0
     return CandidateRecord(
         unit_id=c.uid,
         project=c.unit.project,
@@ -114,7 +136,7 @@ def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool
             dense_rank=None,
             pulled_by="routing",
         ),
-        signals=Signals(**{name: float(c.signals[name]) for name in SIGNAL_NAMES}),
+        signals=_signals(c),
         eligibility=(),
         eligible=True,
         bucket=0,
@@ -128,67 +150,71 @@ def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool
     )
 
 
-def _record(c: Working, pool: Pool, maps) -> CandidateRecord:
-    (q_lex, q_dense, q_fused), (o_lex, o_dense, o_fused) = maps
+def _record(c: Working, pool: Pool, columns: tuple[_Columns, _Columns]) -> CandidateRecord:
+    q, o = columns
+    pos = c.pos
     sources = []
-    if c.pos in q_lex:
+    if pos in q.lexical:
         sources.append("bm25")
-    if c.pos in q_dense:
+    if pos in q.dense:
         sources.append("dense")
-    if c.pos in o_lex:
+    if pos in o.lexical:
         sources.append("objective_bm25")
-    if c.pos in o_dense:
+    if pos in o.dense:
         sources.append("objective_dense")
-    pulled = pool.pulled_by.get(c.pos)
+    pulled = pool.pulled_by.get(pos)
     if pulled:
         sources.append(pulled.split(":", 1)[0])
-    bm25_score, bm25_rank = _hit(pool.query, q_lex, c.pos, False)
-    dense_score, dense_rank = _hit(pool.query, q_dense, c.pos, True)
-    obm25_score, obm25_rank = _hit(pool.objective, o_lex, c.pos, False)
-    odense_score, odense_rank = _hit(pool.objective, o_dense, c.pos, True)
-    fused = pool.fused.get(c.pos)
-    retrieval = RetrievalRecord(
-        sources=tuple(sources),
-        pool_rank=c.pool_rank,
-        retrieval_rank=c.retrieval_rank,
-        query_score=round(c.query_score, 6),
-        fused_score=fused[0] if fused else None,
-        fused_rank=fused[1] if fused else None,
-        bm25_score=bm25_score if bm25_score is not None else 0.0,
-        bm25_rank=bm25_rank,
-        dense_score=dense_score,
-        dense_rank=dense_rank,
-        objective_bm25_score=obm25_score,
-        objective_bm25_rank=obm25_rank,
-        objective_dense_score=odense_score,
-        objective_dense_rank=odense_rank,
-        query_fused_rank=q_fused.get(c.pos),
-        objective_fused_rank=o_fused.get(c.pos),
-        pulled_by=pulled,
+    fused = pool.fused.get(pos)
+    retrieval = frozen(
+        RetrievalRecord,
+        {
+            "sources": tuple(sources),
+            "pool_rank": c.pool_rank,
+            "retrieval_rank": c.retrieval_rank,
+            "query_score": round(c.query_score, 6),
+            "fused_score": fused[0] if fused else None,
+            "fused_rank": fused[1] if fused else None,
+            "bm25_score": q.bm25[pos] if q.bm25 is not None else 0.0,
+            "bm25_rank": q.lexical.get(pos),
+            "dense_score": q.cosine[pos] if q.cosine is not None else None,
+            "dense_rank": q.dense.get(pos),
+            "objective_bm25_score": o.bm25[pos] if o.bm25 is not None else None,
+            "objective_bm25_rank": o.lexical.get(pos),
+            "objective_dense_score": o.cosine[pos] if o.cosine is not None else None,
+            "objective_dense_rank": o.dense.get(pos),
+            "query_fused_rank": q.fused.get(pos),
+            "objective_fused_rank": o.fused.get(pos),
+            "pulled_by": pulled,
+        },
     )
     reason = c.reason
     assert reason is not None, f"{c.uid} left the pipeline without a decision"
-    return CandidateRecord(
-        unit_id=c.uid,
-        project=c.unit.project,
-        evidence_class=c.unit.evidence_class,
-        unit_tokens=c.unit.tokens,
-        retrieval=retrieval,
-        signals=Signals(**{name: float(c.signals[name]) for name in SIGNAL_NAMES}),
-        eligibility=tuple(c.checks),
-        eligible=c.eligible,
-        bucket=c.bucket,
-        rank_score=c.rank_score,
-        rank=c.rank,
-        stage=c.stage,
-        reason_code=reason.value,
-        disposition=REASON_DISPOSITION[reason].value,
-        budget=BudgetState(spent=c.budget[0], remaining=c.budget[1]),
-        item_id=c.item_id,
-        redundancy_with_admitted=c.redundancy_admitted,
-        noted_on=c.noted_on,
-        contributions=c.contributions if c.eligible else (),
-        stop_note=c.stop_note,
+    unit = c.unit
+    return frozen(
+        CandidateRecord,
+        {
+            "unit_id": unit.id,
+            "project": unit.project,
+            "evidence_class": unit.evidence_class,
+            "unit_tokens": unit.tokens,
+            "retrieval": retrieval,
+            "signals": _signals(c),
+            "eligibility": tuple(c.checks),
+            "eligible": c.eligible,
+            "bucket": c.bucket,
+            "rank_score": c.rank_score,
+            "rank": c.rank,
+            "stage": c.stage,
+            "reason_code": reason.value,
+            "disposition": REASON_DISPOSITION[reason].value,
+            "budget": frozen(BudgetState, {"spent": c.budget[0], "remaining": c.budget[1]}),
+            "item_id": c.item_id,
+            "redundancy_with_admitted": c.redundancy_admitted,
+            "noted_on": c.noted_on,
+            "contributions": c.contributions if c.eligible else (),
+            "stop_note": c.stop_note,
+        },
     )
 
 

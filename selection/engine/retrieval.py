@@ -4,8 +4,7 @@ class and successor pulls.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
@@ -13,7 +12,7 @@ from typing import TypeVar
 import numpy as np
 
 from .conditions import Condition
-from .index import CorpusIndex, DenseHits, normalise_vector, tokenise, top_k
+from .index import BM25Hits, CorpusIndex, DenseHits, normalise_vector, tokenise, top_k
 from .signals import in_effect
 from .types import EngineConfig
 
@@ -33,12 +32,16 @@ def rrf(rankings: Sequence[Sequence[K]], k: int = 60) -> list[tuple[K, float]]:
 class QueryHits:
     """One text run through both retrievers (positions are index positions)."""
 
-    bm25: np.ndarray  # BM25Okapi score of every unit
+    bm25: BM25Hits  # the lexical search: any unit's BM25Okapi score on demand
     lexical: np.ndarray  # top lexical_k positions with a positive score
     dense: DenseHits | None  # top positions and any unit's cosine; None without a vector
     dense_top: np.ndarray
     fused: list[tuple[int, float]]  # truncated to the pool size
     skipped: frozenset[int] = frozenset()  # out-of-scope hits the scoped search left out
+
+    def bm25_scores(self, positions: Sequence[int]) -> list[float]:
+        """The BM25 score of each position (exact; computed for these positions alone)."""
+        return self.bm25.scores(positions).tolist()
 
     def rank_maps(self) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
         lexical = {int(p): r for r, p in enumerate(self.lexical, start=1)}
@@ -60,14 +63,13 @@ def search(
     With `allowed` (a boolean mask over positions: the frame's scope), both retrievers rank only
     allowed units, so out-of-scope hits never take a place in the pool; `skipped` holds the
     out-of-scope units the unrestricted lists would have held."""
-    bm25 = index.bm25.scores(tokenise(text))
+    tokens = tokenise(text)
+    bm25 = index.bm25.search(tokens, config.lexical_k)
     skipped: set[int] = set()
-    if allowed is None:
-        lexical = top_k(bm25, config.lexical_k, positive_only=True)
-    else:
-        unrestricted = top_k(bm25, config.lexical_k, positive_only=True)
-        skipped.update(int(p) for p in unrestricted if not allowed[p])
-        lexical = top_k(np.where(allowed, bm25, 0.0), config.lexical_k, positive_only=True)
+    if allowed is not None:
+        skipped.update(int(p) for p in bm25.top if not allowed[p])
+        bm25 = index.bm25.search(tokens, config.lexical_k, allowed=allowed)
+    lexical = bm25.top
     hits: DenseHits | None = None
     if dense is not None:
         hits = DenseHits(top_k(dense, config.dense_k), full=dense)
@@ -122,20 +124,76 @@ def _in_scope(searcher, query: np.ndarray, hits: DenseHits, allowed: np.ndarray,
         hits = searcher.search(query, want)
 
 
-def by_relevance(pool: Pool, positions: Sequence[int]) -> list[int]:
+def cosines(dense: DenseHits, positions: Sequence[int]) -> list[float]:
+    """`dense.score(p)` of each position, computed in one product where the searcher has to."""
+    if dense.full is not None:
+        return dense.full[np.asarray(positions, dtype=np.int64)].tolist()
+    dense.prefetch(positions)
+    return [dense.score(p) for p in positions]
+
+
+RELEVANCE_MARGIN = 1e-8  # > twice round(x, 9)'s largest move: a wider shortlist, never a narrower
+
+
+def by_relevance(
+    pool: Pool,
+    positions: Sequence[int] | np.ndarray,
+    limit: int | None = None,
+    accept: Callable[[int], bool] | None = None,
+) -> list[int]:
     """Positions most relevant first: dense cosine to the query (plus the objective when it ran),
-    then BM25 likewise, then position (unit id order). What orders every pull that has a choice."""
+    then BM25 likewise (each rounded to 9 places), then position (unit id order). What orders
+    every pull that has a choice. With `limit`, the first `limit` of that order that `accept`
+    (when given) keeps.
+
+    Computed a column at a time; only a shortlist is sorted exactly: the k best cosines, and every
+    cosine within RELEVANCE_MARGIN of the k-th, hold the first k of the whole order (whatever lies
+    below rounds below all k of them); k grows until `limit` accepted positions are found."""
+    positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+    n = positions.size
+    if n == 0:
+        return []
     searches = [hits for hits in (pool.query, pool.objective) if hits is not None]
+    # summed in float64 in the order one unit's Python sum would take: the same values
+    cosine = np.zeros(n)
     for hits in searches:
         if hits.dense is not None:
-            hits.dense.prefetch(positions)
+            cosine = cosine + np.asarray(cosines(hits.dense, positions), dtype=np.float64)
+    lexical = np.zeros(n)
+    for hits in searches:
+        lexical = lexical + hits.bm25.scores(positions)
+    want = n if limit is None else max(limit, 0)
+    k = min(max(want, 1), n)
+    while True:
+        if k >= n:
+            shortlist = np.arange(n)
+        else:
+            kth = np.partition(cosine, n - k)[n - k]
+            shortlist = np.flatnonzero(cosine >= kth - RELEVANCE_MARGIN)
+        keys = sorted(
+            zip(
+                [-round(c, 9) for c in cosine[shortlist].tolist()],
+                [-round(x, 9) for x in lexical[shortlist].tolist()],
+                positions[shortlist].tolist(),
+                strict=True,
+            )
+        )
+        ordered = [key[2] for key in keys[:k]]
+        chosen = ordered if accept is None else [p for p in ordered if accept(p)]
+        if len(chosen) >= want or k >= n:
+            return chosen[:want]
+        k = min(k * 4, n)
 
-    def key(pos: int) -> tuple[float, float, int]:
-        cosine = sum(hits.dense.score(pos) for hits in searches if hits.dense is not None)
-        lexical = sum(float(hits.bm25[pos]) for hits in searches)
-        return (-round(cosine, 9), -round(lexical, 9), pos)
 
-    return sorted(positions, key=key)
+def _unpooled(pool: Pool, lists) -> np.ndarray:
+    """The positions of `lists` (sorted, disjoint) that are not in the pool yet."""
+    arrays = [np.asarray(items, dtype=np.int64) for items in lists if len(items)]
+    if not arrays:
+        return np.empty(0, dtype=np.int64)
+    # in position order, as a merge of the lists gives: any exact cosines an approximate searcher
+    # computes for them are computed in the same batch as before
+    merged = np.sort(np.concatenate(arrays))
+    return merged[~np.isin(merged, np.fromiter(pool.score, dtype=np.int64, count=len(pool.score)))]
 
 
 def _pulled_score(floor: float, place: int) -> float:
@@ -222,9 +280,9 @@ def build_pool(
             if need <= 0:
                 continue
             lists = [index.by_project_class.get((p, evidence_class), ()) for p in projects]
-            missing = [pos for pos in heapq.merge(*lists) if pos not in pool.score]
+            missing = _unpooled(pool, lists)
             # the class's most relevant units first (not the first ids)
-            for j, pos in enumerate(by_relevance(pool, missing)[:need]):
+            for j, pos in enumerate(by_relevance(pool, missing, need)):
                 pool.add(pos, _pulled_score(floor, j), f"class_pull:{evidence_class}")
                 pulled += 1
         pool.counts["class_pulled"] = pulled
@@ -264,7 +322,7 @@ def build_pool(
             for pos in index.open_loops.get(project, ())
             if pos not in pool.score and in_effect(index.units[pos], standpoint)
         ]
-        chosen = by_relevance(pool, loops)[: config.open_loop_pull]
+        chosen = by_relevance(pool, loops, config.open_loop_pull)
         for j, pos in enumerate(chosen):
             pool.add(pos, _pulled_score(floor, j), "open_loop")
         pool.counts["open_loops_pulled"] = len(chosen)

@@ -70,6 +70,29 @@ def recency(unit: Unit, reference: datetime | None) -> float:
     return 1.0 / (1.0 + days / 30.0)
 
 
+def recencies(units: Sequence[Unit], reference: datetime | None) -> list[float]:
+    """recency() of each unit (unrounded)."""
+    if reference is None:
+        return [0.0] * len(units)
+    out = []
+    for unit in units:
+        created = unit.created_at
+        if created is None:
+            out.append(0.0)
+            continue
+        days = max((reference - created).total_seconds() / 86400.0, 0.0)
+        out.append(1.0 / (1.0 + days / 30.0))
+    return out
+
+
+def class_terms(preferences: Sequence[str]) -> dict[str, float]:
+    """class_term() of every listed class (an unlisted class: 0.0)."""
+    out: dict[str, float] = {}
+    for tier, evidence_class in enumerate(preferences):
+        out.setdefault(evidence_class, 1.0 - tier / max(len(preferences), 1))
+    return out
+
+
 def preference_tier(evidence_class: str, preferences: Sequence[str]) -> int | None:
     try:
         return list(preferences).index(evidence_class)
@@ -169,6 +192,19 @@ def redundancy_before(jaccard: np.ndarray) -> np.ndarray:
         return np.zeros(0)
     lower = np.tril(jaccard, k=-1)
     return lower.max(axis=1)
+
+
+def adjacencies(index: CorpusIndex, units: Sequence[Unit], pool_ids: frozenset[str]) -> list[float]:
+    """adjacency() of each unit (unrounded)."""
+    neighbour_ids = index.neighbour_ids
+    out = []
+    for unit in units:
+        neighbours = neighbour_ids.get(unit.id, ())
+        if neighbours:
+            out.append(sum(1 for n in neighbours if n in pool_ids) / len(neighbours))
+        else:
+            out.append(0.0)
+    return out
 
 
 def adjacency(index: CorpusIndex, unit_id: str, pool_ids: frozenset[str]) -> float:

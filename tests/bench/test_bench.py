@@ -49,6 +49,11 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert entry["ratio_vs_strong_reference"] == pytest.approx(
         entry["selection"]["C6"]["p50_ms"] / entry["strong_reference"]["p50_ms"], rel=1e-3
     )
+    # the same ratio in CPU time, which a shared machine's queue does not inflate
+    assert entry["selection"]["C6"]["cpu"]["p50_ms"] > 0 and entry["strong_reference"]["cpu"]["p50_ms"] > 0
+    assert entry["ratio_vs_strong_reference_cpu"] == pytest.approx(
+        entry["selection"]["C6"]["cpu"]["p50_ms"] / entry["strong_reference"]["cpu"]["p50_ms"], rel=1e-3
+    )
     assert set(entry["backtest_replays_per_s"]) == {"1", "2"}
     assert all(rate > 0 for rate in entry["backtest_replays_per_s"].values())
     # every (task, side) of the first project was replayed, by one and by two workers

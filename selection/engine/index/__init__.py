@@ -3,7 +3,7 @@
 tokens, topk  <-  bm25, dense  <-  ivf  <-  corpus (CorpusIndex, which picks the dense searcher).
 """
 
-from .bm25 import FULL_ROW_MAX_TERMS, FULL_ROW_MIN_UNITS, BM25Index
+from .bm25 import FULL_ROW_MAX_TERMS, FULL_ROW_MIN_UNITS, PRUNE_MIN_UNITS, BM25Hits, BM25Index
 from .corpus import IVF_THRESHOLD, CorpusIndex, dense_searcher
 from .dense import DenseHits, DenseSearcher, NumpyExactSearcher, normalise_rows, normalise_vector
 from .ivf import IvfSearcher
@@ -11,6 +11,7 @@ from .tokens import TOKENISER, tokenise
 from .topk import TOP_K_BLOCKED, top_k
 
 __all__ = [
+    "BM25Hits",
     "BM25Index",
     "CorpusIndex",
     "DenseHits",
@@ -20,6 +21,7 @@ __all__ = [
     "IVF_THRESHOLD",
     "IvfSearcher",
     "NumpyExactSearcher",
+    "PRUNE_MIN_UNITS",
     "TOKENISER",
     "TOP_K_BLOCKED",
     "dense_searcher",

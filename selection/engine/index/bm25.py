@@ -1,4 +1,5 @@
-"""BM25Index: inverted-index BM25 whose scores are bit-identical to rank_bm25.BM25Okapi's."""
+"""BM25Index: inverted-index BM25 whose scores are bit-identical to rank_bm25.BM25Okapi's, and its
+top-k search with MaxScore pruning (BM25Hits)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .topk import top_k
+
 FULL_ROW_MIN_UNITS = 20_000  # below this a scatter is as cheap as a full-length add
 FULL_ROW_MAX_TERMS = 32  # full-length rows kept for at most this many of the commonest terms
+PRUNE_MIN_UNITS = 250_000  # below this a query scores every unit (measured cheaper than pruning)
+SEED_POSTINGS = 4  # the threshold's seed reads the best terms' postings up to this many x k ...
+SEED_SHARE = 256  # ... or up to 1/SEED_SHARE of the corpus, whichever is more
+EXHAUSTIVE_SHARE = 4  # candidates beyond 1/EXHAUSTIVE_SHARE of the corpus: score every unit instead
+BOUND_SLACK = 1e-9  # relative margin on a sum of upper bounds (float rounding of <100 additions)
 
 
 class BM25Index:
@@ -87,22 +95,207 @@ class BM25Index:
                 row = np.zeros(self.size)
                 row[self.postings[tid]] = self.weights[tid]
                 self.full_rows[tid] = row
+        # each term's largest contribution to any unit: MaxScore's upper bounds (search())
+        self.term_max = np.asarray(
+            [float(w.max()) if w.size else 0.0 for w in self.weights], dtype=np.float64
+        )
 
     def describe(self) -> str:
         return f"bm25okapi(k1={self.k1},b={self.b},epsilon={self.epsilon})"
 
-    def scores(self, tokens: Sequence[str]) -> np.ndarray:
-        """BM25Okapi.get_scores(tokens): repeated query tokens count again, unknown ones add
-        nothing.
+    def term_sequence(self, tokens: Sequence[str]) -> tuple[int, ...]:
+        """The query's known term ids in query order, repeats kept (each adds again)."""
+        vocab = self.vocab
+        return tuple(vocab[w] for w in tokens if w in vocab)
+
+    def search(
+        self,
+        tokens: Sequence[str],
+        k: int,
+        *,
+        allowed: np.ndarray | None = None,
+        prune: bool | None = None,
+    ) -> BM25Hits:
+        """The k best units with a positive score, ordered by (score desc, position asc): exactly
+        `top_k(scores(tokens), k, positive_only=True)`, with `allowed` (a boolean mask over
+        positions) ranking only allowed units.
+
+        MaxScore: every term's contribution is bounded by `term_max`; the exact scores of a seed
+        (the units of the query's highest-bound terms) give a threshold no lower than the true k-th
+        best score; the terms whose bounds sum below it cannot lift a unit that has none of the
+        other terms into the top k, so only the units holding one of the other (rarer) terms are
+        scored, each with the very additions `scores()` makes, in the same order. Common terms
+        stop touching most units. `prune` None prunes from PRUNE_MIN_UNITS units up.
         """
+        tids = self.term_sequence(tokens)
+        if prune is None:
+            prune = self.size >= PRUNE_MIN_UNITS
+        hits = BM25Hits(self, tids)
+        if k <= 0 or not tids or self.size == 0:
+            hits.top = np.empty(0, dtype=np.int64)
+            return hits
+        candidates = self._candidates(tids, k, allowed, hits) if prune else None
+        if candidates is None:
+            full = self._full(tids)
+            hits.full = full
+            hits.scored = self.size
+            ranked = full if allowed is None else np.where(allowed, full, 0.0)
+            hits.top = top_k(ranked, k, positive_only=True)
+            return hits
+        values = self._gather(tids, candidates)
+        hits.scored += candidates.size
+        if allowed is not None:
+            values = np.where(allowed[candidates], values, 0.0)
+        hits.top = candidates[top_k(values, k, positive_only=True)]
+        return hits
+
+    def _candidates(
+        self, tids: tuple[int, ...], k: int, allowed: np.ndarray | None, hits: BM25Hits
+    ) -> np.ndarray | None:
+        """Sorted positions that hold every unit of the top k (see search()), or None when scoring
+        every unit is as cheap (or a term can subtract, which the bounds do not cover)."""
+        count: dict[int, int] = {}
+        for tid in tids:
+            count[tid] = count.get(tid, 0) + 1
+        bound = {tid: self.term_max[tid] * m for tid, m in count.items()}
+        if any(self.term_max[tid] < 0 for tid in count):
+            return None
+        # seed: the units of the highest-bound terms, scored exactly; the k-th best of them (if it
+        # is positive) is a score the true k-th best reaches
+        by_bound = sorted(count, key=lambda t: (-bound[t], t))
+        budget = max(SEED_POSTINGS * k, self.size // SEED_SHARE)
+        seed_lists, read = [], 0
+        for tid in by_bound:
+            postings = self.postings[tid]
+            if read + postings.size > budget and (seed_lists or postings.size * EXHAUSTIVE_SHARE > self.size):
+                break
+            seed_lists.append(postings)
+            read += postings.size
+        if not seed_lists:
+            return None
+        seed = self._union(seed_lists)
+        if allowed is not None:
+            seed = seed[allowed[seed]]
+        threshold = 0.0
+        if seed.size >= k:
+            values = self._gather(tids, seed)
+            hits.scored += seed.size
+            threshold = float(np.partition(values, seed.size - k)[seed.size - k])
+        if threshold <= 0.0:
+            return None
+        # non-essential terms: the lowest bounds, as long as their sum stays below the threshold
+        essential = []
+        total = spare = 0.0
+        for tid in sorted(count, key=lambda t: (bound[t], t)):
+            total += bound[tid]
+            if total * (1.0 + BOUND_SLACK) >= threshold:
+                essential.append(tid)
+            else:
+                spare = total
+        size = sum(self.postings[tid].size for tid in essential)
+        if size > self.size // EXHAUSTIVE_SHARE:
+            return None
+        candidates = self._union([self.postings[tid] for tid in essential])
+        if allowed is not None:
+            candidates = candidates[allowed[candidates]]
+        # a candidate's bound: its essential terms' own contributions plus the spare terms' bounds;
+        # below the threshold it cannot reach the top k, and is never scored exactly
+        ceiling = np.full(candidates.size, spare)
+        for tid in essential:
+            postings = self.postings[tid]
+            where = np.searchsorted(candidates, postings)
+            np.minimum(where, max(candidates.size - 1, 0), out=where)
+            found = candidates[where] == postings if candidates.size else where < 0
+            ceiling[where[found]] += self.weights[tid][found] * count[tid]
+        return candidates[ceiling * (1.0 + BOUND_SLACK) >= threshold]
+
+    def _union(self, lists: list[np.ndarray]) -> np.ndarray:
+        """The sorted distinct positions of sorted position lists."""
+        if not lists:
+            return np.empty(0, dtype=np.int64)
+        if len(lists) == 1:
+            return lists[0]
+        total = sum(p.size for p in lists)
+        if total * 16 > self.size:
+            mark = np.zeros(self.size, dtype=bool)
+            for p in lists:
+                mark[p] = True
+            return np.flatnonzero(mark)
+        merged = np.sort(np.concatenate(lists))
+        keep = np.empty(merged.size, dtype=bool)
+        keep[0] = True
+        np.not_equal(merged[1:], merged[:-1], out=keep[1:])
+        return merged[keep]
+
+    def _full(self, tids: Sequence[int]) -> np.ndarray:
         score = np.zeros(self.size)
-        for word in tokens:
-            tid = self.vocab.get(word)
-            if tid is None:
-                continue
+        for tid in tids:
             row = self.full_rows.get(tid)
             if row is not None:
                 score += row
             else:
                 score[self.postings[tid]] += self.weights[tid]
         return score
+
+    def _gather(self, tids: Sequence[int], positions: np.ndarray) -> np.ndarray:
+        """scores(tokens)[positions] without scoring other units: each term's contribution is
+        looked up in its postings and added in query order, as scores() adds it (a unit without the
+        term adds nothing there, 0.0 here: the same value)."""
+        score = np.zeros(positions.size)
+        if positions.size == 0:
+            return score
+        for tid in tids:
+            row = self.full_rows.get(tid)
+            if row is not None:
+                score += row[positions]
+                continue
+            postings = self.postings[tid]
+            where = np.searchsorted(postings, positions)
+            np.minimum(where, postings.size - 1, out=where)
+            found = postings[where] == positions
+            score += np.where(found, self.weights[tid][where], 0.0)
+        return score
+
+    def scores(self, tokens: Sequence[str]) -> np.ndarray:
+        """BM25Okapi.get_scores(tokens): repeated query tokens count again, unknown ones add
+        nothing.
+        """
+        return self._full(self.term_sequence(tokens))
+
+
+class BM25Hits:
+    """One query's lexical hits: `top` (search()'s answer) and any unit's exact score on demand.
+
+    `full` holds every unit's score when the search computed them all, else None; `scores()` then
+    computes the asked positions alone. Indexing (`hits[pos]`, `hits[positions]`) and numpy
+    conversion read the same scores, so code written for a full score array keeps working.
+    """
+
+    __slots__ = ("index", "tids", "top", "full", "scored")
+
+    def __init__(self, index: BM25Index, tids: tuple[int, ...]):
+        self.index = index
+        self.tids = tids
+        self.top: np.ndarray = np.empty(0, dtype=np.int64)
+        self.full: np.ndarray | None = None
+        self.scored = 0  # units whose score the search computed (the seed's included)
+
+    def scores(self, positions) -> np.ndarray:
+        """Exact scores (float64) of `positions`, bit-identical to BM25Index.scores()."""
+        positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+        if self.full is not None:
+            return self.full[positions]
+        return self.index._gather(self.tids, positions)
+
+    def __getitem__(self, pos):
+        if isinstance(pos, (int, np.integer)):
+            return self.scores([pos])[0]
+        return self.scores(pos) if self.full is None else self.full[pos]
+
+    def __len__(self) -> int:
+        return self.index.size
+
+    def __array__(self, dtype=None, copy=None):
+        if self.full is None:
+            self.full = self.index._full(self.tids)
+        return self.full if dtype is None else self.full.astype(dtype)
