@@ -31,9 +31,11 @@ the server does not trust, like the database's own data directory.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
+import math
 import os
 import pickle
 import shutil
@@ -133,16 +135,16 @@ class _ArrayUnpickler(pickle.Unpickler):
     def __init__(self, skeleton: BinaryIO, arrays: np.ndarray):
         super().__init__(skeleton)
         self.arrays = arrays
+        self.size = arrays.size
 
     def persistent_load(self, pid):
         kind, offset, dtype, shape = pid
         if kind != "array":
             raise pickle.UnpicklingError(f"unknown persistent id {kind!r}")
         dtype = np.dtype(dtype)
-        count = int(np.prod(shape, dtype=np.int64))
-        if offset + count * dtype.itemsize > self.arrays.size:
+        if offset + math.prod(shape) * dtype.itemsize > self.size:
             raise pickle.UnpicklingError("array beyond the end of arrays.bin")
-        return self.arrays[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
+        return np.ndarray(shape, dtype=dtype, buffer=self.arrays, offset=offset)
 
 
 def write_index(path: Path, index: CorpusIndex) -> None:
@@ -173,8 +175,14 @@ def read_index(path: Path) -> CorpusIndex:
     # private to this process and never reach the file
     arrays = (np.memmap(path / ARRAYS, dtype=np.uint8, mode="c").view(np.ndarray) if size
               else np.zeros(0, dtype=np.uint8))
-    with (path / SKELETON).open("rb") as skeleton:
-        index = _ArrayUnpickler(skeleton, arrays).load()
+    collecting = gc.isenabled()
+    gc.disable()  # a million new objects would run the cyclic collector over and over: half the time
+    try:
+        with (path / SKELETON).open("rb") as skeleton:
+            index = _ArrayUnpickler(skeleton, arrays).load()
+    finally:
+        if collecting:
+            gc.enable()
     if not isinstance(index, CorpusIndex):
         raise ValueError(f"holds {type(index).__name__}, not an index")
     return index

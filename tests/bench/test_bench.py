@@ -68,6 +68,10 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert pages["evaluation"]["runs"] > 0 and pages["evaluation"]["run_s"] > 0
     assert pages["audit_log"]["entries"] > 0 and pages["trace_history"]["traces"] > 0
     assert entry["peak_rss_mb"] > 0
+    # a fresh process served selections from the index written in the index cache's format
+    restart = entry["restart"]
+    assert restart["bytes"] > 0 and 0 <= restart["load_s"] <= restart["first_selection_s"]
+    assert restart["later_selections"]["n"] > 0 and restart["peak_rss_mb"] >= restart["rss_after_load_mb"] > 0
     assert {check["target"] for check in doc["targets"]} >= {
         "import units/s with embeddings (300 units)", f"C6 p50 / strong reference p50 at {SIZE}"}
     out = capsys.readouterr().out
