@@ -38,9 +38,17 @@ ERROR_SLACK = 1e-4  # float32 rounding of the compact and exact dot products, wi
 
 
 def exact_cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Each row's dot product with `query` in float32, summed along the row: a row's value never
-    depends on which other rows are scored with it (a BLAS matrix-vector product's can)."""
-    return np.multiply(rows, query, dtype=np.float32).sum(axis=1, dtype=np.float32)
+    """Each row's dot product with `query` in float32, summed by a fixed tree of column halves: a
+    row's value never depends on which other rows are scored with it (a BLAS product's, or numpy's
+    sum along an axis, can: both pick their order by the array's shape)."""
+    terms = np.multiply(rows, query, dtype=np.float32)
+    while terms.shape[1] > 1:
+        half = terms.shape[1] // 2
+        odd = terms[:, 2 * half :]
+        terms = terms[:, :half] + terms[:, half : 2 * half]
+        if odd.shape[1]:
+            terms[:, :1] += odd
+    return terms[:, 0] if terms.shape[1] else np.zeros(terms.shape[0], dtype=np.float32)
 
 
 def quantise(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
