@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from selection.engine.index import CorpusIndex
+from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest
 from selection.index_cache import read_index, write_index
 
@@ -64,8 +65,6 @@ def time_restart(
 
 
 def _serve(directory: Path) -> dict:
-    from selection.engine.pipeline import select
-
     begun = time.perf_counter()
     index = read_index(directory / INDEX)
     load_s = time.perf_counter() - begun
