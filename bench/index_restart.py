@@ -87,7 +87,19 @@ def _serve(directory: Path) -> dict:
         "rss_after_load_mb": rss_loaded,
         "rss_after_selections_mb": _rss_mb(),
         "peak_rss_mb": _peak_rss_mb(),
+        # of the RSS after the selections: pages of the mapped index files (shared by every process
+        # mapping them, dropped by the kernel under pressure) and the process's own memory
+        "rss_file_mb": _status_mb("RssFile"),
+        "rss_anon_mb": _status_mb("RssAnon"),
     }
+
+
+def _status_mb(field: str) -> float | None:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(f"{field}:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return None
 
 
 def _peak_rss_mb() -> float:
