@@ -15,8 +15,9 @@ An index is a directory `corpus-<id>-<fingerprint>.index/` of three files:
 
 - `arrays.bin`: every numpy array of the index (whatever object holds it: the BM25 postings and
   weights, the term lists, the dense searcher's int8 codes and float32 rows, any array a later
-  change adds), raw and 64-byte aligned, read back as copy-on-write memory maps: loading costs
-  no copy, and pages are read from disk when a query first touches them;
+  change adds), raw and 64-byte aligned, read back as views of one copy-on-write memory map
+  (random-access advice, no readahead): loading costs no copy, and a page is read from disk, and
+  counts in the process's RSS, only when a query first touches it;
 - `skeleton.pickle`: the rest of the object graph (units, dictionaries), each array replaced by
   its place in `arrays.bin`;
 - `meta.json`, written last: the format and both files' byte sizes.
@@ -36,6 +37,7 @@ import hashlib
 import json
 import logging
 import math
+import mmap
 import os
 import pickle
 import shutil
@@ -132,10 +134,10 @@ class _ArrayPickler(pickle.Pickler):
 
 
 class _ArrayUnpickler(pickle.Unpickler):
-    def __init__(self, skeleton: BinaryIO, arrays: np.ndarray):
+    def __init__(self, skeleton: BinaryIO, arrays: mmap.mmap | bytearray):
         super().__init__(skeleton)
         self.arrays = arrays
-        self.size = arrays.size
+        self.size = len(arrays)
 
     def persistent_load(self, pid):
         kind, offset, dtype, shape = pid
@@ -171,10 +173,17 @@ def read_index(path: Path) -> CorpusIndex:
         if size != expected:
             raise ValueError(f"{name} holds {size} bytes, meta.json names {expected}")
     size = meta["bytes"][ARRAYS]
-    # plain ndarray views of a copy-on-write map: an in-place write (none is expected) would stay
-    # private to this process and never reach the file
-    arrays = (np.memmap(path / ARRAYS, dtype=np.uint8, mode="c").view(np.ndarray) if size
-              else np.zeros(0, dtype=np.uint8))
+    if size:
+        # a copy-on-write map: an in-place write (none is expected) would stay private to this
+        # process and never reach the file. Random access advice: a query touches a few rows of
+        # the float32 vectors or the term lists here and there, and readahead would otherwise
+        # page in (and count in RSS) their neighbours too
+        with (path / ARRAYS).open("rb") as handle:
+            arrays = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+        if hasattr(arrays, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+            arrays.madvise(mmap.MADV_RANDOM)
+    else:
+        arrays = bytearray()
     collecting = gc.isenabled()
     gc.disable()  # a million new objects would run the cyclic collector over and over: half the time
     try:
