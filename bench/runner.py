@@ -2,6 +2,8 @@
 issue 7's targets checked against it. Each part lives in its own module, by what it measures:
 
   selection_latency   engine select() per condition, split by stage (StageTimings); dense recall
+  index_restart       the index written in the index cache's format and served by a fresh process:
+                      its load, its first selection and its peak RSS
   reference           query-only hybrid retrieval C6 is compared with: naive (rank_bm25 + exact
                       cosine + RRF) and strong (rank-bm25-rs + the engine's dense searcher + RRF)
   end_to_end          selection.services.run_selection with embeddings and the durable trace write
@@ -33,6 +35,7 @@ from .database import bench_corpus
 from .end_to_end import time_service
 from .generator import SyntheticCorpus, generate
 from .import_rate import time_import
+from .index_restart import time_restart
 from .pages import time_pages
 from .pgvector_hnsw import time_hnsw
 from .reference import time_reference
@@ -54,6 +57,7 @@ STRONG_REFERENCE_RATIO_MAX = 1.5  # C6 p50 / strong reference p50, at every size
 GROWTH_1M_MAX = 2.5  # C6 p50 at 1M / C6 p50 at 10k (issue 17)
 INDEX_LOAD_MAX_S = 3.0  # a fresh process's index at 100k, read from the index cache (issue 17)
 E2E_OVER_C6_MAX = 5.0  # end-to-end p95 / C6 p95 at 100k (issue 17)
+SERVING_PEAK_RSS_1M_MAX_MB = 4096.0  # a process serving selections from the 1M index (issue 17)
 
 
 @dataclass
@@ -100,6 +104,12 @@ def run_size(size: int, options: BenchOptions, say: Callable[[str], None]) -> di
     if not isinstance(index.dense, NumpyExactSearcher):
         out["dense_recall"] = dense_recall(index, bench)
         say(f"[{size}] {index.dense.name} against exact: {out['dense_recall']}")
+    out["restart"] = restart = time_restart(index, engine_requests(bench, "C6"), options.blas_threads)
+    say(f"[{size}] restart: a fresh process read the index ({restart['bytes'] / 2**20:.0f} MB, "
+        f"written in {restart['write_s']} s) in {restart['load_s']} s, its first selection took "
+        f"{restart['first_select_s']} s (later p50 {restart['later_selections']['p50_ms']} ms); "
+        f"its RSS {restart['rss_after_load_mb']} MB loaded, {restart['rss_after_selections_mb']} MB "
+        f"after {restart['later_selections']['n'] + 1} selections, peak {restart['peak_rss_mb']} MB")
     queries = options.reference_queries if size < 1_000_000 else max(3, options.reference_queries // 4)
     out["reference"] = time_reference(bench, queries)
     c6 = out["selection"]["C6"]["p50_ms"]
@@ -206,6 +216,13 @@ def targets(doc: dict) -> list[dict]:
             value = sizes[str(size)]["selection"]["C6"]["p95_ms"]
             checks.append(_check(f"C6 selection p95 at {size}", value, "<=", limit, "ms"))
     at100k = sizes.get("100000", {})
+    if at100k.get("restart"):
+        checks.append(_check("first selection of a fresh process at 100000 (index read + select)",
+                             at100k["restart"]["first_selection_s"], "<=", INDEX_LOAD_MAX_S, "s"))
+    if sizes.get("1000000", {}).get("restart"):
+        checks.append(_check("peak RSS of a process serving the 1000000 index",
+                             sizes["1000000"]["restart"]["peak_rss_mb"], "<=",
+                             SERVING_PEAK_RSS_1M_MAX_MB, "MB"))
     if at100k.get("end_to_end"):
         checks.append(_check("end-to-end p95 at 100000", at100k["end_to_end"]["p95_ms"], "<=",
                              E2E_P95_LIMIT_MS, "ms"))

@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.contrib.postgres.fields import ArrayField
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
+from psycopg.types.json import Jsonb
 
 from authority.audit import audit_record
 from authority.models import FrameVersion
@@ -34,6 +36,7 @@ from selection.engine.types import Unit
 
 from . import embeddings, telemetry
 from .corpus_parts import ImportedCorpus, corpus_parts
+from .generated import units_copy
 from .models import (
     Corpus,
     LedgerEntry,
@@ -255,25 +258,22 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
         projects[spec.slug] = project
         first_versions[spec.slug] = version
 
-    rows: list[MemoryUnit] = []
-    for record, vector in zip(data.units, vectors or [None] * len(data.units), strict=True):
-        rows.append(_unit_row(corpus, projects, record, vector))
-    created: dict[str, MemoryUnit] = {}
-    for batch in _batches(rows):
-        for row in MemoryUnit.objects.bulk_create(batch):
-            created[row.uid] = row
-        advanced(len(batch))
+    def unit_rows():
+        pairs = zip(data.units, vectors or [None] * len(data.units), strict=True)
+        for count, (record, vector) in enumerate(pairs, start=1):
+            yield _unit_copy_row(corpus, projects, record, vector)
+            if count % WRITE_BATCH == 0 or count == len(data.units):
+                advanced(count % WRITE_BATCH or WRITE_BATCH)
 
-    links = [
-        UnitLink(
-            source=created[record.unit.id], target=created[target], kind=kind, position=position
-        )
-        for record in data.units
-        for kind, targets in _links(record.unit)
-        for position, target in enumerate(targets)
-    ]
-    for batch in _batches(links):
-        UnitLink.objects.bulk_create(batch)
+    units_copy(unit_rows())
+    created = dict(MemoryUnit.objects.filter(corpus=corpus).values_list("uid", "id"))
+    with connection.cursor() as cursor, cursor.cursor.copy(
+        f"COPY {UnitLink._meta.db_table} (source_id, target_id, kind, position) FROM STDIN"
+    ) as copy:
+        for record in data.units:
+            for kind, targets in _links(record.unit):
+                for position, target in enumerate(targets):
+                    copy.write_row((created[record.unit.id], created[target], kind, position))
 
     for position, spec in enumerate(data.tasks):
         _write_task(corpus, projects[spec.project], created, spec, position)
@@ -304,6 +304,24 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
         },
     )
     return corpus
+
+
+def _unit_copy_row(
+    corpus: Corpus, projects: dict[str, Project], record: UnitRecord, vector
+) -> tuple:
+    """The unit's row for units_copy, in UNIT_COLUMNS order."""
+    unit = record.unit
+    extras = dict(record.extras)
+    if record.open_loop_extras:
+        extras[OPEN_LOOP_EXTRAS] = record.open_loop_extras
+    return (
+        corpus.pk, projects[unit.project].pk, unit.id, record.line, unit.evidence_class,
+        unit.title, unit.text, unit.tokens, unit.created_at, unit.valid_from, unit.valid_to,
+        unit.open_loop.status if unit.open_loop else "",
+        unit.open_loop.kind if unit.open_loop else "",
+        list(unit.paths), unit.subject or "", unit.facet or "", unit.root,
+        None if vector is None else np.asarray(vector, dtype=np.float32), Jsonb(extras),
+    )
 
 
 def _unit_row(
@@ -350,7 +368,7 @@ def _task_frame_json(frame: TaskFrameSpec | None) -> dict[str, Any]:
 
 
 def _write_task(
-    corpus: Corpus, project: Project, units: dict[str, MemoryUnit], spec: TaskSpec, position: int
+    corpus: Corpus, project: Project, units: dict[str, int], spec: TaskSpec, position: int
 ) -> Task:
     extras = dict(spec.extras)
     signal_extras = {signal.id: signal.extras for signal in spec.signals if signal.extras}
@@ -378,7 +396,7 @@ def _write_task(
         for index, signal in enumerate(spec.signals)
     )
     LedgerEntry.objects.bulk_create(
-        LedgerEntry(task=task, unit=units[unit_id], label=label)
+        LedgerEntry(task=task, unit_id=units[unit_id], label=label)
         for unit_id, label in spec.ledger.items()
     )
     return task

@@ -19,6 +19,8 @@ from authority.models import RoleGrant
 from bench.generator import generate
 from bench.reference import ReferenceRetriever, StrongReferenceRetriever
 from selection.engine.index import CorpusIndex, IvfSearcher, NumpyExactSearcher
+from selection.engine.index.dense import normalise_vector
+from selection.engine.index.ivf import exact_cosines
 from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest, WorkFrame
 
@@ -76,6 +78,10 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert "AVX-512" in hnsw["skipped"] if "skipped" in hnsw else (
         hnsw["search"]["n"] == 8 and hnsw["recall_at_40"] > 0.5 and hnsw["scoped_pool_full"] == 1.0)
     assert entry["peak_rss_mb"] > 0
+    # a fresh process served selections from the index written in the index cache's format
+    restart = entry["restart"]
+    assert restart["bytes"] > 0 and 0 <= restart["load_s"] <= restart["first_selection_s"]
+    assert restart["later_selections"]["n"] > 0 and restart["peak_rss_mb"] >= restart["rss_after_load_mb"] > 0
     assert {check["target"] for check in doc["targets"]} >= {
         "import units/s with embeddings (300 units)", f"C6 p50 / strong reference p50 at {SIZE}"}
     out = capsys.readouterr().out
@@ -123,6 +129,25 @@ def test_ivf_probing_every_list_is_exact_and_deterministic():
         hits = ivf.search(query, 40)
         for pos in (0, 17, 599):  # any unit's cosine, probed or not, is the exact one
             assert hits.score(pos) == pytest.approx(float(exact.scores(query)[pos]), abs=1e-6)
+
+
+def test_ivf_scans_int8_codes_yet_returns_an_exact_scan_of_its_probed_lists():
+    bench = generate(1200, seed=8, tasks=4)
+    ivf = IvfSearcher(bench.vectors, nlist=24, nprobe=5)
+    assert ivf.codes.dtype == np.int8 and ivf.codes.nbytes * 4 == ivf.matrix.nbytes
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        query = bench.vectors[rng.integers(len(bench.vectors))] + rng.normal(0, 0.05, ivf.dimension)
+        used = normalise_vector(query, ivf.dimension)  # the query as search() normalises it
+        _lists, rows, _compact = ivf.probe(used)
+        cosines = exact_cosines(ivf.matrix[rows], used)
+        positions = ivf.order[rows]
+        expected = positions[np.lexsort((positions, -cosines))[:40]]
+        hits = ivf.search(query, 40)
+        assert hits.top.tolist() == expected.tolist()
+        # the cosines handed over are the exact ones, whichever rows were scored with them
+        assert [hits.score(int(p)) for p in hits.top[:5]] == exact_cosines(
+            ivf.matrix[ivf.row_of[hits.top[:5]]], used).tolist()
 
 
 def test_ivf_is_chosen_above_the_threshold_and_named_in_the_trace():

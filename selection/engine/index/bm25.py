@@ -53,7 +53,7 @@ class BM25Index:
         self.doc_len = lengths
         self.avgdl = (int(lengths.sum()) / self.size) if self.size else 0.0
         self.postings = [np.asarray(d, dtype=np.int64) for d in post_docs]
-        self.tfs = [np.asarray(t, dtype=np.int64) for t in post_tf]
+        self.tfs = [np.asarray(t, dtype=np.int32) for t in post_tf]  # half int64's memory
         # idf exactly as BM25Okapi._calc_idf: summed in first-appearance order, negatives floored at
         # eps
         idf = [0.0] * len(df)

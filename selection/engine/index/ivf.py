@@ -2,8 +2,17 @@
 
 An inverted file in plain numpy: k-means (fixed seed, fixed iteration count, k-means++-free
 deterministic init) splits the normalised vectors into `nlist` lists; a query scores the list
-centroids, probes the `nprobe` best lists and scores every vector in them exactly. Rows are stored
-grouped by list, so a probe is `nprobe` contiguous matrix-vector products, not a gather.
+centroids and probes the `nprobe` best lists. Rows are stored grouped by list, so a probe is
+`nprobe` contiguous matrix-vector products, not a gather.
+
+The probe scans a compact int8 copy of the vectors (a quarter of float32's memory; one scale per
+dimension, folded into the query), then rescores exactly, from the float32 rows, every probed
+vector that could still be among the k best: the k best by the compact score, then every vector
+whose compact score plus its own quantisation error bound (`error`, the norm of the row's
+rounding error, so |q·v − compact| ≤ error for a unit query) reaches the k-th exact cosine. The
+hits are therefore exactly those an exact scan of the probed lists returns, and every cosine
+handed over is exact; the float32 rows are only read for those few candidates, so a memory-mapped
+file serves them (selection/index_cache.py).
 
 Same inputs, same answer: the lists depend only on the vectors and the seed, probes are chosen by
 (centroid score desc, list id), and hits are ordered by (cosine desc, position) as in NumpyExactSearcher.
@@ -24,6 +33,41 @@ DEFAULT_SEED = 20260901
 KMEANS_ITERATIONS = 10
 TRAIN_PER_LIST = 64  # k-means trains on at most this many sampled vectors per list
 ASSIGN_CHUNK = 32768
+SCAN_CHUNK = 512  # int8 rows widened to float32 at a time (fits in cache)
+ERROR_SLACK = 1e-4  # float32 rounding of the compact and exact dot products, with a wide margin
+
+
+def exact_cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each row's dot product with `query` in float32, summed by a fixed tree of column halves: a
+    row's value never depends on which other rows are scored with it (a BLAS product's, or numpy's
+    sum along an axis, can: both pick their order by the array's shape)."""
+    terms = np.multiply(rows, query, dtype=np.float32)
+    while terms.shape[1] > 1:
+        half = terms.shape[1] // 2
+        odd = terms[:, 2 * half :]
+        terms = terms[:, :half] + terms[:, half : 2 * half]
+        if odd.shape[1]:
+            terms[:, :1] += odd
+    return terms[:, 0] if terms.shape[1] else np.zeros(terms.shape[0], dtype=np.float32)
+
+
+def quantise(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(int8 rows, per-dimension scale, per-row error bound): row ≈ codes / scale, and
+    |q·row − q·(codes / scale)| ≤ error for any unit q."""
+    if matrix.shape[0] == 0:
+        return (np.zeros(matrix.shape, dtype=np.int8), np.ones(matrix.shape[1], dtype=np.float32),
+                np.zeros(0, dtype=np.float32))
+    peak = np.abs(matrix).max(axis=0)
+    peak[peak == 0] = 1.0
+    scale = (127.0 / peak).astype(np.float32)
+    codes = np.empty(matrix.shape, dtype=np.int8)
+    error = np.empty(matrix.shape[0], dtype=np.float32)
+    for start in range(0, matrix.shape[0], ASSIGN_CHUNK):
+        block = matrix[start : start + ASSIGN_CHUNK]
+        rounded = np.clip(np.rint(block * scale), -127, 127)
+        codes[start : start + ASSIGN_CHUNK] = rounded
+        error[start : start + ASSIGN_CHUNK] = np.linalg.norm(block - rounded / scale, axis=1)
+    return codes, scale, error
 
 
 def default_nlist(size: int) -> int:
@@ -96,28 +140,46 @@ class IvfSearcher:
         self.order = order  # stored row -> unit position
         self.row_of = np.empty(self.size, dtype=np.int64)  # unit position -> stored row
         self.row_of[order] = np.arange(self.size)
-        self.matrix = np.ascontiguousarray(matrix[order])
+        self.matrix = np.ascontiguousarray(matrix[order])  # float32, read only to rescore
         del matrix
+        self.codes, self.scale, self.error = quantise(self.matrix)  # the compact copy probes scan
         self.labels = labels
         counts = np.bincount(labels, minlength=self.nlist)
         self.offsets = np.zeros(self.nlist + 1, dtype=np.int64)
         np.cumsum(counts, out=self.offsets[1:])
 
+    def _approximate(self, rows: slice, scaled: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+        """Compact scores of stored rows `rows` (int8 widened chunk by chunk)."""
+        out = np.empty(rows.stop - rows.start, dtype=np.float32)
+        for start in range(rows.start, rows.stop, SCAN_CHUNK):
+            stop = min(start + SCAN_CHUNK, rows.stop)
+            block = buffer[: stop - start]
+            np.copyto(block, self.codes[start:stop], casting="unsafe")
+            np.matmul(block, scaled, out=out[start - rows.start : stop - rows.start])
+        return out
+
     def probe(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(probed list ids, unit positions, cosines) of every vector in the probed lists."""
+        """(probed list ids, stored rows, compact scores) of every vector in the probed lists."""
         lists = top_k(self.centroids @ query, self.nprobe)
+        scaled = (query / self.scale).astype(np.float32)
+        buffer = np.empty((SCAN_CHUNK, self.dimension), dtype=np.float32)
         rows = [np.arange(self.offsets[lst], self.offsets[lst + 1]) for lst in lists.tolist()]
-        parts = [self.matrix[self.offsets[lst] : self.offsets[lst + 1]] @ query for lst in lists]
+        parts = [
+            self._approximate(slice(int(self.offsets[lst]), int(self.offsets[lst + 1])), scaled, buffer)
+            for lst in lists.tolist()
+        ]
         if not parts:
             return lists, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        row_ids = np.concatenate(rows)
-        return lists, self.order[row_ids], np.concatenate(parts)
+        return lists, np.concatenate(rows), np.concatenate(parts)
 
     def scores(self, vector: np.ndarray) -> np.ndarray:
         """Exact cosine of every unit (a full scan; search() is the fast path)."""
         query = normalise_vector(vector, self.dimension)
         out = np.empty(self.size, dtype=np.float32)
-        out[self.order] = self.matrix @ query
+        for start in range(0, self.size, ASSIGN_CHUNK):
+            out[self.order[start : start + ASSIGN_CHUNK]] = exact_cosines(
+                self.matrix[start : start + ASSIGN_CHUNK], query
+            )
         return out
 
     def top(self, vector: np.ndarray, k: int) -> np.ndarray:
@@ -125,24 +187,27 @@ class IvfSearcher:
 
     def search(self, vector: np.ndarray, k: int) -> DenseHits:
         query = normalise_vector(vector, self.dimension)
-        _lists, positions, cosines = self.probe(query)
-        if positions.size == 0:
+        _lists, rows, approx = self.probe(query)
+        if rows.size == 0 or k <= 0:
             return DenseHits(np.zeros(0, dtype=np.int64), known={}, exact=self._exact(query))
-        # order by (cosine desc, position asc); every hit tied with the cut competes on position
-        if cosines.size > k:
-            part = np.argpartition(-cosines, k - 1)[:k]
-            chosen = np.flatnonzero(cosines >= cosines[part].min())
-        else:
-            chosen = np.arange(cosines.size)
-        chosen = chosen[np.lexsort((positions[chosen], -cosines[chosen]))[:k]]
-        top = positions[chosen]
-        known = dict(zip(top.tolist(), cosines[chosen].tolist(), strict=True))
+        # rescore the k best by compact score, then everything that could still beat the k-th
+        first = np.argpartition(-approx, k - 1)[:k] if approx.size > k else np.arange(approx.size)
+        exact = exact_cosines(self.matrix[np.sort(rows[first])], query)
+        threshold = np.partition(exact, exact.size - k)[exact.size - k] if exact.size >= k else -np.inf
+        chosen = np.flatnonzero(approx + self.error[rows] + ERROR_SLACK >= threshold)
+        stored = np.sort(rows[chosen])
+        cosines = exact_cosines(self.matrix[stored], query)
+        positions = self.order[stored]
+        # order by (cosine desc, position asc), as an exact scan of the probed lists would
+        best = np.lexsort((positions, -cosines))[:k]
+        top = positions[best]
+        known = dict(zip(positions.tolist(), cosines.tolist(), strict=True))
         return DenseHits(top, known=known, exact=self._exact(query))
 
     def _exact(self, query: np.ndarray):
         matrix, row_of = self.matrix, self.row_of
 
         def exact(positions: np.ndarray) -> np.ndarray:
-            return matrix[row_of[positions]] @ query
+            return exact_cosines(matrix[row_of[positions]], query)
 
         return exact

@@ -1,0 +1,121 @@
+"""Index restart: the engine index written in the index cache's format, then read back by a fresh
+Python process that serves selections from it. Reports what a restarted web or worker process pays
+before its first selection and the memory it holds while serving (issue 17). No database.
+
+The child process is started by `python -m bench.index_restart DIR`; the page cache is warm (the
+directory was just written), as after a restart on a machine that keeps running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from selection.engine.index import CorpusIndex
+from selection.engine.pipeline import select
+from selection.engine.types import SelectionRequest
+from selection.index_cache import read_index, write_index
+
+from .stats import summary
+
+INDEX = "index"
+REQUESTS = "requests.pickle"
+CHILD_TIMEOUT_S = 1800
+
+
+def _bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+
+
+def time_restart(
+    index: CorpusIndex, requests: list[SelectionRequest], blas_threads: int | None = None
+) -> dict:
+    """Write `index`, then a fresh process: index load, first selection, later selections, peak RSS
+    (`blas_threads`: the child's BLAS threads, as the bench limits its own)."""
+    with tempfile.TemporaryDirectory(prefix="fg-bench-index-") as directory:
+        root = Path(directory)
+        begun = time.perf_counter()
+        write_index(root / INDEX, index)
+        write_s = time.perf_counter() - begun
+        with (root / REQUESTS).open("wb") as handle:
+            pickle.dump(list(requests), handle, protocol=pickle.HIGHEST_PROTOCOL)
+        project = Path(__file__).resolve().parent.parent
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project), env.get("PYTHONPATH", "")]))
+        if blas_threads:
+            for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                env[name] = str(blas_threads)
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.index_restart", directory],
+            cwd=project, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"the index restart child failed:\n{done.stderr[-2000:]}")
+        child = json.loads(done.stdout.strip().splitlines()[-1])
+        child["write_s"] = round(write_s, 2)
+        child["bytes"] = _bytes(root / INDEX)
+        return child
+
+
+def _serve(directory: Path) -> dict:
+    begun = time.perf_counter()
+    index = read_index(directory / INDEX)
+    load_s = time.perf_counter() - begun
+    rss_loaded = _rss_mb()
+    with (directory / REQUESTS).open("rb") as handle:
+        requests = pickle.load(handle)
+    first = time.perf_counter()
+    select(requests[0], index)
+    first_select_s = time.perf_counter() - first
+    later = []
+    for request in requests[1:]:
+        start = time.perf_counter()
+        select(request, index)
+        later.append((time.perf_counter() - start) * 1e3)
+    return {
+        "load_s": round(load_s, 2),
+        "first_select_s": round(first_select_s, 2),
+        "first_selection_s": round(load_s + first_select_s, 2),  # the restart's cost, all told
+        "later_selections": summary(later),
+        "rss_after_load_mb": rss_loaded,
+        "rss_after_selections_mb": _rss_mb(),
+        "peak_rss_mb": _peak_rss_mb(),
+        # of the RSS after the selections: pages of the mapped index files (shared by every process
+        # mapping them, dropped by the kernel under pressure) and the process's own memory
+        "rss_file_mb": _status_mb("RssFile"),
+        "rss_anon_mb": _status_mb("RssAnon"),
+    }
+
+
+def _status_mb(field: str) -> float | None:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(f"{field}:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def _peak_rss_mb() -> float:
+    """VmHWM, this process image's own peak: getrusage's ru_maxrss keeps the forking parent's peak
+    across exec, so a child started by a big process would report the parent's."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+if __name__ == "__main__":
+    print(json.dumps(_serve(Path(sys.argv[1]))))
