@@ -1,8 +1,9 @@
-"""Backtest writes: enqueue, replay one task on one side, finish with a gate decision, or fail.
+"""Backtest writes: enqueue, replay (task, side) pairs in chunks, finish with a gate decision, or fail.
 
 Each write and its audit row share one transaction.atomic; the Celery chord is sent on commit.
-A replay is idempotent: (backtest, task, side) is unique, a second call writes nothing, and a
-replay that loses a race rolls back its trace with its row.
+Replays are idempotent: (backtest, task, side) is unique, and a chunk's pairs are written in one
+transaction under the backtest's advisory lock, only those still missing once it is held, so a
+chunk delivered again (or racing a copy of itself) writes nothing twice.
 """
 
 from __future__ import annotations
