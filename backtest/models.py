@@ -62,11 +62,17 @@ class TaskReplay(models.Model):
     side = models.CharField(max_length=10, choices=ReplaySide.choices)
     trace = models.ForeignKey("selection.Trace", on_delete=models.PROTECT, related_name="+")
     metrics = models.JSONField()
+    # a baseline replay's inputs (backtest.reuse.baseline_key): a later backtest with the same key
+    # names this replay's trace instead of selecting again; empty on the candidate side
+    reuse_key = models.CharField(max_length=64, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["backtest", "task", "side"], name="task_replay_once"),
+        ]
+        indexes = [
+            models.Index(fields=["reuse_key"], name="task_replay_reuse_key", condition=models.Q(side="baseline")),
         ]
 
 

@@ -392,9 +392,9 @@ def backtest_outcome(backtest: Backtest):
 
 def trace_origin(trace) -> TraceOrigin | None:
     """The backtest that replayed this trace, for the trace page's link back (registered with
-    selection.origins at start-up)."""
+    selection.origins at start-up); the first one, when later backtests reused it (backtest.reuse)."""
     replay = (
-        TaskReplay.objects.filter(trace_id=trace.pk).select_related("backtest__proposal").order_by("-pk").first()
+        TaskReplay.objects.filter(trace_id=trace.pk).select_related("backtest__proposal").order_by("pk").first()
     )
     if replay is None:
         return None

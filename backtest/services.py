@@ -1,8 +1,9 @@
-"""Backtest writes: enqueue, replay one task on one side, finish with a gate decision, or fail.
+"""Backtest writes: enqueue, replay (task, side) pairs in chunks, finish with a gate decision, or fail.
 
 Each write and its audit row share one transaction.atomic; the Celery chord is sent on commit.
-A replay is idempotent: (backtest, task, side) is unique, a second call writes nothing, and a
-replay that loses a race rolls back its trace with its row.
+Replays are idempotent: (backtest, task, side) is unique, and a chunk's pairs are written in one
+transaction under the backtest's advisory lock, only those still missing once it is held, so a
+chunk delivered again (or racing a copy of itself) writes nothing twice.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from functools import lru_cache
 
 from celery import chord, group, signature
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
@@ -33,16 +34,24 @@ from selection.corpus.frames import merge_patch
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import leakage, score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
-from selection.engine.types import ProjectFrame, SelectionResult, WorkFrame
+from selection.engine.types import ContextBundle, ProjectFrame, SelectionResult, WorkFrame
 from selection.framing import FramingError, task_work_frame
-from selection.models import Project, Task, Trace
+from selection.models import Project, Task, Trace, TraceTombstone
 from selection.scoring import ledgers_for_tasks
 from selection.selectors import stored_inputs
-from selection.services import SelectionError, SelectionInputs, embed_queries, selection_run, trace_write
+from selection.services import (
+    SelectionError,
+    SelectionInputs,
+    TraceEntry,
+    embed_queries,
+    selection_run,
+    trace_write,
+    traces_write,
+)
 
 from . import ablation as ablation_rules
 from . import gates as gate_rules
-from . import review_card, selectors
+from . import reuse, review_card, selectors
 from .models import (
     AblationReplay,
     Approval,
@@ -62,6 +71,8 @@ logger = logging.getLogger(__name__)
 CONDITION = "C6"
 TRACE_SOURCE = "backtest"
 ABLATION_SIDE = "ablation-"  # the side of a variant's replay: "ablation-<index into the variants>"
+# pg_advisory_xact_lock(class, backtest id): writers of one backtest's replays take turns
+REPLAY_LOCK_CLASS = 7_104_317
 
 
 class BacktestRefused(GovernanceError):
@@ -231,25 +242,36 @@ def backtest_enqueue(*, proposal: Proposal, requested_by=None, shadow: int | Non
 
 
 REPLAY_TASK = "backtest.replay_task"
+REPLAY_CHUNK_TASK = "backtest.replay_chunk"
 SHADOW_TASK = "backtest.shadow_task"
 FINISH_TASK = "backtest.finish_backtest"
 FAIL_TASK = "backtest.fail_backtest"
 
 
+def replay_chunks(backtest: Backtest) -> list[list[tuple[int, str]]]:
+    """Every (task, side) of a backtest (each task's sides together, tasks in order), cut into
+    chunks of FG_BACKTEST_CHUNK pairs, fewer per chunk when that leaves under
+    FG_BACKTEST_MIN_CHUNKS chunks, so that a small backtest still spreads over several workers."""
+    pairs = [(task_id, side) for task_id in backtest.task_ids for side in replay_sides(backtest)]
+    if not pairs:
+        return []
+    size = max(1, min(settings.FG_BACKTEST_CHUNK, -(-len(pairs) // settings.FG_BACKTEST_MIN_CHUNKS)))
+    return [pairs[i : i + size] for i in range(0, len(pairs), size)]
+
+
 def launch_chord(backtest_id: int):
-    """Send one replay per task and side (baseline, candidate, then each ablation variant,
-    interleaved), then the judge.
+    """Send the replays in chunks (replay_chunks: each chunk one Celery task that replays its pairs
+    and writes them in one transaction, replay_many), one task per recorded selection of the shadow
+    replay, then the judge.
 
     Tasks are named, not imported: backtest.tasks calls this module, never the reverse.
     """
     backtest = Backtest.objects.only("task_ids", "ablation", "shadow").get(pk=backtest_id)
-    sides = replay_sides(backtest)
     replays = group(
         [
             *(
-                signature(REPLAY_TASK, args=(backtest_id, task_id, side), immutable=True)
-                for task_id in backtest.task_ids
-                for side in sides
+                signature(REPLAY_CHUNK_TASK, args=(backtest_id, [list(p) for p in chunk]), immutable=True)
+                for chunk in replay_chunks(backtest)
             ),
             *(
                 signature(SHADOW_TASK, args=(backtest_id, trace_id), immutable=True)
@@ -309,9 +331,10 @@ def _maps(corpus_id: int, index: CorpusIndex) -> tuple[dict, dict]:
     return project_of, echo_of
 
 
-def _select(context: _TaskContext, frame: ProjectFrame, condition: str) -> tuple[SelectionResult, CorpusIndex]:
+def _select(
+    context: _TaskContext, frame: ProjectFrame, condition: str, index: CorpusIndex
+) -> tuple[SelectionResult, CorpusIndex]:
     task = context.task
-    index = store.corpus_index(task.corpus_id)
     work_frame = context.work_frame
     if frame.establishment.builder != "declared":
         # the frame says how work frames are established: a side whose frame names a builder is
@@ -372,42 +395,6 @@ def _variant(backtest_id: int, variant: int) -> ProjectFrame:
     )
 
 
-def replay_variant(*, backtest_id: int, task_id: int, variant: int) -> AblationReplay:
-    """Replay one task under one ablation variant and store its metrics, once (no trace)."""
-    found = AblationReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, variant=variant).first()
-    if found is not None:
-        return found
-    backtest = Backtest.objects.only("id", "status", "task_ids", "condition", "baseline_version_id").get(
-        pk=backtest_id
-    )
-    if task_id not in backtest.task_ids:
-        raise BacktestError(f"task {task_id} is not in backtest #{backtest_id}")
-    frame = _variant(backtest_id, variant)
-    if backtest.status == BacktestStatus.QUEUED:
-        Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
-    context = _task_context(task_id)
-    result, index = _select(context, frame, backtest.condition)
-    project_of, echo_of = _maps(context.task.corpus_id, index)
-    _number, baseline_frame = store.frame_of_version(backtest.baseline_version_id)
-    metrics = score_bundle(
-        result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=baseline_frame.scope_set
-    )
-    try:
-        with transaction.atomic():
-            return AblationReplay.objects.create(
-                backtest_id=backtest_id,
-                task_id=task_id,
-                variant=variant,
-                metrics=metrics,
-                admitted=list(result.bundle.unit_ids()),
-            )
-    except IntegrityError:
-        existing = AblationReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, variant=variant).first()
-        if existing is None:
-            raise
-        return existing
-
-
 def _variant_index(side: str) -> int | None:
     if not side.startswith(ABLATION_SIDE):
         return None
@@ -415,55 +402,226 @@ def _variant_index(side: str) -> int | None:
     return int(number) if number.isdigit() else None
 
 
-@telemetry.traced_replay
-def replay_one(*, backtest_id: int, task_id: int, side: str) -> TaskReplay | AblationReplay:
-    """Replay one task under one side's frame version and store its trace and metrics, once; an
-    ablation side ("ablation-<i>") stores the variant's metrics (replay_variant)."""
-    variant = _variant_index(side)
-    if variant is not None:
-        return replay_variant(backtest_id=backtest_id, task_id=task_id, variant=variant)
-    if side not in ReplaySide.values:
+def _check_side(side: str) -> None:
+    if side not in ReplaySide.values and _variant_index(side) is None:
         raise BacktestError(
             f'unknown side "{side}": one of {", ".join(ReplaySide.values)} or {ABLATION_SIDE}<variant>'
         )
-    done = TaskReplay.objects.filter(backtest=OuterRef("pk"), task_id=task_id, side=side)
-    backtest = (
-        Backtest.objects.filter(pk=backtest_id)
-        .only("id", "status", "task_ids", "condition", "baseline_version_id", "candidate_version_id")
-        .annotate(done=Exists(done))
-        .get()
-    )
-    if backtest.done:
-        return TaskReplay.objects.get(backtest_id=backtest_id, task_id=task_id, side=side)
-    if task_id not in backtest.task_ids:
-        raise BacktestError(f"task {task_id} is not in backtest #{backtest_id}")
-    if backtest.status == BacktestStatus.QUEUED:
-        Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
-    version_id = backtest.baseline_version_id if side == ReplaySide.BASELINE else backtest.candidate_version_id
-    number, frame = store.frame_of_version(version_id)
-    context = _task_context(task_id)
-    result, index = _select(context, frame, backtest.condition)
+
+
+Replayed = TaskReplay | AblationReplay
+
+
+def _done(backtest_id: int, pairs: list[tuple[int, str]]) -> dict[tuple[int, str], Replayed]:
+    """The rows already stored for these (task, side) pairs: one query per kind of row."""
+    task_ids = sorted({t for t, _ in pairs})
+    found: dict[tuple[int, str], Replayed] = {}
+    if any(s in ReplaySide.values for _, s in pairs):
+        for row in TaskReplay.objects.filter(backtest_id=backtest_id, task_id__in=task_ids):
+            found[(row.task_id, row.side)] = row
+    if any(_variant_index(s) is not None for _, s in pairs):
+        for row in AblationReplay.objects.filter(backtest_id=backtest_id, task_id__in=task_ids):
+            found[(row.task_id, f"{ABLATION_SIDE}{row.variant}")] = row
+    return {pair: found[pair] for pair in pairs if pair in found}
+
+
+@dataclass
+class _Outcome:
+    """One (task, side) computed and not yet written: a selection to trace, a baseline replay
+    reused (its trace), or an ablation variant's metrics."""
+
+    task_id: int
+    side: str
+    metrics: dict
+    context: _TaskContext
+    result: SelectionResult | None = None
+    frame_version: int | None = None
+    reused_trace_id: int | None = None
+    reuse_key: str = ""
+
+
+def _scored(backtest: Backtest, context: _TaskContext, bundle, index: CorpusIndex) -> dict:
     project_of, echo_of = _maps(context.task.corpus_id, index)
     # leakage is measured against the BASELINE frame's scope on both sides: a candidate that
     # widens its own scope must not make its leakage read zero by moving the yardstick
     _number, baseline_frame = store.frame_of_version(backtest.baseline_version_id)
-    metrics = score_bundle(
-        result.bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=baseline_frame.scope_set
+    return score_bundle(bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=baseline_frame.scope_set)
+
+
+def _index_of(context: _TaskContext, indexes: dict[int, CorpusIndex]) -> CorpusIndex:
+    """The task's corpus index, looked up once per chunk (`indexes`), not once per replay."""
+    corpus_id = context.task.corpus_id
+    if corpus_id not in indexes:
+        indexes[corpus_id] = store.corpus_index(corpus_id)
+    return indexes[corpus_id]
+
+
+def _replay_compute(backtest: Backtest, task_id: int, side: str, indexes: dict[int, CorpusIndex]) -> _Outcome:
+    """Run one (task, side) through the engine and score it; writes nothing."""
+    context = _task_context(task_id)
+    variant = _variant_index(side)
+    if variant is not None:
+        number, frame = None, _variant(backtest.pk, variant)
+    else:
+        version_id = backtest.baseline_version_id if side == ReplaySide.BASELINE else backtest.candidate_version_id
+        number, frame = store.frame_of_version(version_id)
+    result, index = _select(context, frame, backtest.condition, _index_of(context, indexes))
+    metrics = _scored(backtest, context, result.bundle, index)
+    return _Outcome(task_id, side, metrics, context, result=result, frame_version=number)
+
+
+def _reused_baselines(
+    backtest: Backtest, task_ids: list[int], indexes: dict[int, CorpusIndex]
+) -> dict[int, _Outcome]:
+    """Baseline replays another backtest already made with the same inputs (reuse.baseline_key):
+    task id -> an outcome naming that replay's trace, its metrics scored again here."""
+    if not task_ids:
+        return {}
+    contexts = {t: _task_context(t) for t in task_ids}
+    fingerprints = _fingerprints(contexts.values(), indexes)
+    keys = {
+        reuse.baseline_key(backtest, task_id, fingerprints[context.task.corpus_id]): task_id
+        for task_id, context in contexts.items()
+    }
+    stored = (
+        TaskReplay.objects.filter(side=ReplaySide.BASELINE, reuse_key__in=list(keys))
+        .exclude(backtest_id=backtest.pk)
+        .exclude(Exists(TraceTombstone.objects.filter(trace_id=OuterRef("trace_id"))))
+        .order_by("pk")
+        .values_list("reuse_key", "trace_id", "trace__bundle")
     )
-    try:
-        with transaction.atomic():
-            trace = trace_write(
-                result, project=context.task.project, frame_version=number, task=context.task, source=TRACE_SOURCE
-            )
-            return TaskReplay.objects.create(
-                backtest_id=backtest_id, task_id=task_id, side=side, trace=trace, metrics=metrics
-            )
-    except IntegrityError:
-        # a concurrent run of this replay committed first: its row stands, ours rolled back whole
-        existing = TaskReplay.objects.filter(backtest_id=backtest_id, task_id=task_id, side=side).first()
-        if existing is None:
-            raise
-        return existing
+    outcomes: dict[int, _Outcome] = {}
+    for key, trace_id, bundle in stored:
+        task_id = keys[key]
+        if task_id in outcomes:
+            continue  # the first replay of these inputs is the one every later one names
+        context = contexts[task_id]
+        metrics = _scored(backtest, context, ContextBundle.from_dict(bundle), _index_of(context, indexes))
+        outcomes[task_id] = _Outcome(
+            task_id, ReplaySide.BASELINE, metrics, context, reused_trace_id=trace_id, reuse_key=key
+        )
+    return outcomes
+
+
+def _fingerprints(contexts: Iterable[_TaskContext], indexes: dict[int, CorpusIndex]) -> dict[int, str]:
+    """corpus id -> the fingerprint of the rows its index in this process was built from."""
+    return {
+        context.task.corpus_id: store.corpus_index_fingerprint(context.task.corpus_id, _index_of(context, indexes))
+        for context in contexts
+    }
+
+
+def _baseline_keys(backtest: Backtest, outcomes: list[_Outcome], indexes: dict[int, CorpusIndex]) -> None:
+    """The reuse key of each baseline replay made here, stored with its row for later backtests."""
+    fresh = [o for o in outcomes if o.side == ReplaySide.BASELINE and not o.reuse_key]
+    if not fresh:
+        return
+    fingerprints = _fingerprints((o.context for o in fresh), indexes)
+    for outcome in fresh:
+        outcome.reuse_key = reuse.baseline_key(
+            backtest, outcome.task_id, fingerprints[outcome.context.task.corpus_id]
+        )
+
+
+def _replays_write(backtest_id: int, outcomes: list[_Outcome]) -> dict[tuple[int, str], Replayed]:
+    """Every outcome's trace and row in one transaction: traces by one bulk insert and one COPY
+    (selection.services.traces_write), then the TaskReplay and AblationReplay rows. The backtest's
+    advisory lock makes concurrent writers of the same backtest (a redelivered chunk) take turns,
+    and each writes only the pairs still missing once it holds the lock."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [REPLAY_LOCK_CLASS, backtest_id])
+        written = _done(backtest_id, [(o.task_id, o.side) for o in outcomes])
+        todo = [o for o in outcomes if (o.task_id, o.side) not in written]
+        traced = [o for o in todo if o.result is not None and _variant_index(o.side) is None]
+        traces = traces_write(
+            [
+                TraceEntry(o.result, o.context.task.project, o.frame_version, o.context.task, TRACE_SOURCE)
+                for o in traced
+            ]
+        )
+        trace_of = {(o.task_id, o.side): t.pk for o, t in zip(traced, traces, strict=True)}
+        replays = TaskReplay.objects.bulk_create(
+            [
+                TaskReplay(
+                    backtest_id=backtest_id,
+                    task_id=o.task_id,
+                    side=o.side,
+                    trace_id=o.reused_trace_id or trace_of[(o.task_id, o.side)],
+                    metrics=o.metrics,
+                    reuse_key=o.reuse_key,
+                )
+                for o in todo
+                if _variant_index(o.side) is None
+            ]
+        )
+        variants = AblationReplay.objects.bulk_create(
+            [
+                AblationReplay(
+                    backtest_id=backtest_id,
+                    task_id=o.task_id,
+                    variant=_variant_index(o.side),
+                    metrics=o.metrics,
+                    admitted=list(o.result.bundle.unit_ids()),
+                )
+                for o in todo
+                if _variant_index(o.side) is not None
+            ]
+        )
+    for row in replays:
+        written[(row.task_id, row.side)] = row
+    for row in variants:
+        written[(row.task_id, f"{ABLATION_SIDE}{row.variant}")] = row
+    return written
+
+
+@telemetry.traced_replays
+def replay_many(*, backtest_id: int, pairs: list[tuple[int, str]], reuse_baseline: bool = True) -> list[Replayed]:
+    """Replay many (task, side) pairs of one backtest and store their traces and metrics in one
+    transaction, each pair once: pairs already stored are returned as they are, and a chunk
+    delivered again (a retry, a redelivery after a lost worker) writes nothing twice.
+
+    A side is "baseline", "candidate" (a TaskReplay with its trace) or "ablation-<i>" (an
+    AblationReplay of variant i: metrics only). `reuse_baseline`: a baseline pair that another
+    backtest already replayed with the same inputs (baseline version, task, condition, corpus
+    index, selection code and embedding model: reuse.baseline_key) names that replay's trace and
+    is scored again, instead of being selected and traced again. Returns the rows in pair order.
+    """
+    pairs = [(int(t), str(s)) for t, s in pairs]
+    for _task_id, side in pairs:
+        _check_side(side)
+    found = _done(backtest_id, pairs)
+    missing = list(dict.fromkeys(p for p in pairs if p not in found))
+    if missing:
+        backtest = Backtest.objects.only(
+            "id", "status", "task_ids", "condition", "baseline_version_id", "candidate_version_id"
+        ).get(pk=backtest_id)
+        members = set(backtest.task_ids)
+        for task_id, _side in missing:
+            if task_id not in members:
+                raise BacktestError(f"task {task_id} is not in backtest #{backtest_id}")
+        if backtest.status == BacktestStatus.QUEUED:
+            Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
+        indexes: dict[int, CorpusIndex] = {}
+        reused = (
+            _reused_baselines(backtest, [t for t, s in missing if s == ReplaySide.BASELINE], indexes)
+            if reuse_baseline
+            else {}
+        )
+        outcomes = [
+            reused[t] if s == ReplaySide.BASELINE and t in reused else _replay_compute(backtest, t, s, indexes)
+            for t, s in missing
+        ]
+        _baseline_keys(backtest, outcomes, indexes)
+        found.update(_replays_write(backtest_id, outcomes))
+    return [found[pair] for pair in pairs]
+
+
+@telemetry.traced_replay
+def replay_one(*, backtest_id: int, task_id: int, side: str) -> Replayed:
+    """Replay one task under one side's frame version and store its trace and metrics, once; an
+    ablation side ("ablation-<i>") stores the variant's metrics. replay_many of one pair."""
+    return replay_many(backtest_id=backtest_id, pairs=[(task_id, side)])[0]
 
 
 # --- shadow replay: recorded live selections under both versions ------------------------------
@@ -852,26 +1010,17 @@ def on_proposal_submitted(sender, *, proposal: Proposal, requested_by, **kwargs)
 MAX_REPLAY_DELIVERIES = 3  # deliveries of one replay that died with its worker, retries aside
 
 
-def replay_delivery_allowed(app, *, backtest_id: int, task_id: int, side: str, retries: int) -> bool:
-    """Count this delivery of one replay; past MAX_REPLAY_DELIVERIES the backtest fails instead.
-
-    With acks_late and reject_on_worker_lost, a replay that crashes its worker (out of memory, a
-    segfault, SIGKILL) is delivered again; the count lives in the result backend (redis) because
-    the crash leaves no chance to write anything else. Retries of one delivery do not count.
-    """
-    key = f"fg:replay-deliveries:{backtest_id}:{task_id}:{side}:{retries}"
+def _delivery_counted(app, key: str) -> int | None:
+    """This delivery counted under `key` in the result backend; None without a backend client."""
     client = getattr(app.backend, "client", None)
     if client is None:  # a backend without a client (tests' eager mode): nothing to count with
-        return True
+        return None
     deliveries = client.incr(key)
     client.expire(key, 24 * 3600)
-    if deliveries <= MAX_REPLAY_DELIVERIES:
-        return True
-    if side == "shadow":  # a shadow replay's "task" is the recorded selection's trace
-        what = f"the shadow replay of trace {task_id}"
-    else:
-        uid = Task.objects.filter(pk=task_id).values_list("uid", flat=True).first() or task_id
-        what = f"the replay of task {uid} ({side})"
+    return deliveries
+
+
+def _deliveries_exceeded(backtest_id: int, what: str, deliveries: int) -> bool:
     backtest_fail(
         backtest_id=backtest_id,
         error=(
@@ -880,6 +1029,41 @@ def replay_delivery_allowed(app, *, backtest_id: int, task_id: int, side: str, r
         ),
     )
     return False
+
+
+def _task_label(task_id: int) -> str:
+    return str(Task.objects.filter(pk=task_id).values_list("uid", flat=True).first() or task_id)
+
+
+def replay_delivery_allowed(app, *, backtest_id: int, task_id: int, side: str, retries: int) -> bool:
+    """Count this delivery of one replay; past MAX_REPLAY_DELIVERIES the backtest fails instead.
+
+    With acks_late and reject_on_worker_lost, a replay that crashes its worker (out of memory, a
+    segfault, SIGKILL) is delivered again; the count lives in the result backend (redis) because
+    the crash leaves no chance to write anything else. Retries of one delivery do not count.
+    """
+    deliveries = _delivery_counted(app, f"fg:replay-deliveries:{backtest_id}:{task_id}:{side}:{retries}")
+    if deliveries is None or deliveries <= MAX_REPLAY_DELIVERIES:
+        return True
+    if side == "shadow":  # a shadow replay's "task" is the recorded selection's trace
+        what = f"the shadow replay of trace {task_id}"
+    else:
+        what = f"the replay of task {_task_label(task_id)} ({side})"
+    return _deliveries_exceeded(backtest_id, what, deliveries)
+
+
+def chunk_delivery_allowed(app, *, backtest_id: int, pairs, retries: int) -> bool:
+    """replay_delivery_allowed for a chunk of (task, side) pairs (a backtest's chunks never share
+    a pair, so the first pair and the length name it)."""
+    if not pairs:
+        return True
+    (task_id, side), count = pairs[0], len(pairs)
+    key = f"fg:replay-deliveries:{backtest_id}:chunk:{task_id}:{side}:{count}:{retries}"
+    deliveries = _delivery_counted(app, key)
+    if deliveries is None or deliveries <= MAX_REPLAY_DELIVERIES:
+        return True
+    what = f"the chunk of {count} replays from task {_task_label(task_id)} ({side})"
+    return _deliveries_exceeded(backtest_id, what, deliveries)
 
 
 def stale_after() -> timedelta:

@@ -1,7 +1,8 @@
 """Celery tasks of a backtest: thin, they take ids and call one service; retries live here.
 
-One replay_task per (task, side), gathered by a chord whose callback judges the gates. Replays
-are idempotent (services.replay_one), so a redelivery (acks_late) writes nothing twice.
+One replay_chunk per chunk of (task, side) pairs (services.replay_chunks) and one shadow_task per
+recorded selection, gathered by a chord whose callback judges the gates. Replays are idempotent
+(services.replay_many), so a retried or redelivered chunk (acks_late) writes nothing twice.
 """
 
 from __future__ import annotations
@@ -37,6 +38,18 @@ REPLAY_OPTIONS = dict(
 )
 
 
+@shared_task(name=services.REPLAY_CHUNK_TASK, **REPLAY_OPTIONS)
+def replay_chunk(self, backtest_id: int, pairs: list[list]) -> int | None:
+    """Many (task, side) pairs replayed and written in one transaction; returns how many."""
+    pairs = [(int(task_id), str(side)) for task_id, side in pairs]
+    if not services.chunk_delivery_allowed(
+        self.app, backtest_id=backtest_id, pairs=pairs, retries=self.request.retries
+    ):
+        return None
+    return len(services.replay_many(backtest_id=backtest_id, pairs=pairs))
+
+
+# one (task, side) per message: what backtests queued before chunks sent (still served)
 @shared_task(name=services.REPLAY_TASK, **REPLAY_OPTIONS)
 def replay_task(self, backtest_id: int, task_id: int, side: str) -> int | None:
     # ... but not forever: a replay that keeps killing its worker fails its backtest instead

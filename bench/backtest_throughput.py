@@ -1,6 +1,7 @@
-"""Backtest throughput: task replays per second through backtest.services.replay_one in forked
-worker processes (what a Celery worker with --concurrency=N runs), each replay writing its trace
-and metrics.
+"""Backtest throughput: task replays per second through backtest.services.replay_many in forked
+worker processes (what a Celery worker with --concurrency=N runs), the backtest's pairs cut into
+the chunks launch_chord sends (services.replay_chunks), each chunk's traces and rows written in
+one transaction.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from django.db import connections
 
 from authority.models import FrameVersion
 from backtest import services as backtest_services
-from backtest.models import Backtest, BacktestStatus, ReplaySide
+from backtest.models import Backtest, BacktestStatus, TaskReplay
 from backtest.taskset import task_set_digest
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Task
@@ -20,18 +21,23 @@ from selection.models import Task
 from .database import StoredBench
 
 
-def _replay_worker(backtest_id: int, pairs: list[tuple[int, str]], ready, go, results) -> None:
+def _replay_worker(backtest_id: int, chunks: list, reuse: bool, ready, go, results) -> None:
     ready.wait()
     go.wait()
     begun = time.perf_counter()
-    for task_id, side in pairs:
-        backtest_services.replay_one(backtest_id=backtest_id, task_id=task_id, side=side)
-    results.put((len(pairs), time.perf_counter() - begun))
+    replays = 0
+    for chunk in chunks:
+        backtest_services.replay_many(backtest_id=backtest_id, pairs=chunk, reuse_baseline=reuse)
+        replays += len(chunk)
+    results.put((replays, time.perf_counter() - begun))
     connections.close_all()
 
 
-def time_backtest(stored: StoredBench, workers: int) -> dict:
-    """Replays of every (task, side) of the stored first project, spread over `workers` processes."""
+def time_backtest(stored: StoredBench, workers: int, *, reuse: bool = False) -> dict:
+    """Replays of every (task, side) of the stored first project, its chunks spread over `workers`
+    processes. `reuse` False (the throughput figure) selects every baseline pair again; True lets
+    baseline pairs name an earlier backtest's replay with the same inputs (backtest.reuse), as a
+    second proposal's backtest against the same baseline does."""
     project = stored.project
     tasks = list(Task.objects.filter(project=project).order_by("position", "id"))
     baseline = FrameVersion.objects.get(project=project, number=1)
@@ -44,14 +50,14 @@ def time_backtest(stored: StoredBench, workers: int) -> dict:
     )
     # a worker that has run a while: index built, queries embedded, rows cached (inherited by fork)
     backtest_services.backtest_warm(backtest_id=backtest.pk)
-    pairs = [(t.pk, side) for t in tasks for side in ReplaySide.values]
+    chunks = backtest_services.replay_chunks(backtest)
     connections.close_all()
     context = multiprocessing.get_context("fork")
     ready, go = context.Barrier(workers + 1), context.Barrier(workers + 1)
     results = context.Queue()
     procs = [
         context.Process(
-            target=_replay_worker, args=(backtest.pk, pairs[w::workers], ready, go, results)
+            target=_replay_worker, args=(backtest.pk, chunks[w::workers], reuse, ready, go, results)
         )
         for w in range(workers)
     ]
@@ -60,15 +66,24 @@ def time_backtest(stored: StoredBench, workers: int) -> dict:
     ready.wait()
     begun = time.perf_counter()
     go.wait()
-    done = [results.get(timeout=600) for _ in procs]
+    done = [results.get(timeout=1800) for _ in procs]
     wall = time.perf_counter() - begun
     for proc in procs:
         proc.join()
     replays = sum(n for n, _ in done)
+    # baseline replays that name an earlier backtest's trace (reuse)
+    reused = TaskReplay.objects.filter(
+        backtest=backtest, side="baseline", trace__created_at__lt=backtest.created_at
+    ).count()
     return {
         "replays": replays,
+        "chunks": len(chunks),
+        "chunk_size": max(len(c) for c in chunks),
+        "baseline_reused": reused,
         "wall_s": round(wall, 3),
         "replays_per_s": round(replays / wall, 1),
         "per_worker": round(replays / wall / workers, 1),
-        "implementation": "backtest.services.replay_one in forked worker processes",
+        # what one replay costs one worker, to set beside one bare C6 selection
+        "ms_per_replay_per_worker": round(1000 * wall * workers / replays, 3),
+        "implementation": "backtest.services.replay_many over replay_chunks in forked worker processes",
     }

@@ -158,6 +158,10 @@ FG_REPLAY_TIME_LIMIT = int(env("FG_REPLAY_TIME_LIMIT", "90"))
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(env("FG_VISIBILITY_TIMEOUT", "300"))}
 # a queued or running backtest with no new replay for this long is marked failed (stale)
 FG_BACKTEST_STALE_SECONDS = int(env("FG_BACKTEST_STALE_SECONDS", "600"))
+# a backtest's replays go to the workers in chunks of this many (task, side) pairs, each chunk
+# written in one transaction; smaller chunks when that would leave fewer than FG_BACKTEST_MIN_CHUNKS
+FG_BACKTEST_CHUNK = int(env("FG_BACKTEST_CHUNK", "16"))
+FG_BACKTEST_MIN_CHUNKS = int(env("FG_BACKTEST_MIN_CHUNKS", "4"))
 # `celery -A governance beat` runs the retention policy daily (selection.tasks.apply_retention)
 # and reads every promoted frame on its project's tasks (backtest.health, the frame's health)
 CELERY_BEAT_SCHEDULE = {

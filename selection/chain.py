@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from django.db import connection, transaction
@@ -52,13 +53,57 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def content_digest(trace: dict[str, Any], candidates: Iterable[dict[str, Any]]) -> str:
-    """SHA-256 of a trace's stored fields and its candidates' (dicts keyed by field name)."""
-    doc = {
-        "trace": {name: _plain(trace[name]) for name in _TRACE_FIELDS},
-        "candidates": [{name: _plain(c[name]) for name in _CANDIDATE_FIELDS} for c in candidates],
-    }
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), its encoder built once
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical(value: Any) -> str:
+    """The JSON text digests are taken over: sorted keys, no whitespace, UTF-8 as is."""
+    return _CANONICAL.encode(value)
+
+
+_CANDIDATE_KEYS = tuple(sorted(_CANDIDATE_FIELDS))
+_KEY_TEXT = {name: canonical(name) + ":" for name in _CANDIDATE_KEYS}
+
+
+def _scalar(value: Any) -> str:
+    """canonical() of a column value, with the encoder's own functions for str, None and int."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring(value)  # what the encoder uses for a str when ensure_ascii=False
+    if value is None:
+        return "null"
+    if kind is int:
+        return int.__repr__(value)
+    return canonical(_plain(value))
+
+
+def _candidate_text(candidate: dict[str, Any], record_text: str | None) -> str:
+    parts = []
+    for name in _CANDIDATE_KEYS:
+        if name == "record":
+            parts.append(_KEY_TEXT[name] + (record_text if record_text is not None else canonical(candidate[name])))
+        else:
+            parts.append(_KEY_TEXT[name] + _scalar(candidate[name]))
+    return "{" + ",".join(parts) + "}"
+
+
+def content_digest(
+    trace: dict[str, Any], candidates: Iterable[dict[str, Any]], record_texts: Iterable[str] | None = None
+) -> str:
+    """SHA-256 of a trace's stored fields and its candidates' (dicts keyed by field name): of
+    canonical({"trace": {...}, "candidates": [{...}, ...]}).
+
+    The text is put together part by part, which gives the very text canonical() of the whole
+    document gives (tests/selection/test_chain.py checks it), so that a writer that already holds
+    each candidate's record as canonical text (`record_texts`, what it COPYs) does not encode the
+    records a second time.
+    """
+    texts = iter(record_texts) if record_texts is not None else None
+    candidate_texts = [_candidate_text(c, next(texts) if texts is not None else None) for c in candidates]
+    trace_text = canonical({name: _plain(trace[name]) for name in _TRACE_FIELDS})
+    # sorted keys: "candidates" before "trace"
+    text = '{"candidates":[' + ",".join(candidate_texts) + '],"trace":' + trace_text + "}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -70,8 +115,11 @@ def _as_fields(obj, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
-def chain_link(traces: list[tuple[Trace, list[TraceCandidate]]]) -> None:
+def chain_link(
+    traces: list[tuple[Trace, list[TraceCandidate]]], record_texts: list[list[str]] | None = None
+) -> None:
     """Set chain_position, previous_digest and digest on unsaved traces, in the order given.
+    `record_texts`: each trace's candidates' records as canonical() text, when the writer has them.
 
     Call inside the transaction that inserts them: it locks each project's chain until commit.
     """
@@ -87,10 +135,12 @@ def chain_link(traces: list[tuple[Trace, list[TraceCandidate]]]) -> None:
                 .first()
             )
             heads[project_id] = head or (0, CHAIN_GENESIS)
-    for trace, candidates in traces:
+    for i, (trace, candidates) in enumerate(traces):
         position, previous = heads[trace.project_id]
         content = content_digest(
-            _as_fields(trace, _TRACE_FIELDS), [_as_fields(c, _CANDIDATE_FIELDS) for c in candidates]
+            _as_fields(trace, _TRACE_FIELDS),
+            [_as_fields(c, _CANDIDATE_FIELDS) for c in candidates],
+            record_texts[i] if record_texts is not None else None,
         )
         trace.chain_position = position + 1
         trace.previous_digest = previous

@@ -8,7 +8,6 @@ selection/importing.py.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from selection.engine.types import (
 )
 
 from . import embeddings, store, telemetry
-from .chain import chain_link
+from .chain import canonical, chain_link
 from .models import Project, Task, Trace, TraceCandidate
 from .scoring import ledger_for_task
 
@@ -262,21 +261,25 @@ class TraceEntry:
 
 
 def traces_write(entries: list[TraceEntry]) -> list[Trace]:
-    """Persist many traces in two bulk inserts (headers, then every candidate), in entry order."""
+    """Persist many traces in one bulk insert of their headers and one COPY of every candidate, in
+    entry order. Each candidate's record is encoded to JSON text once (chain.canonical): the text
+    the chain digest is taken over is the text COPY sends."""
     headers: list[Trace] = []
-    rows: list[TraceCandidate] = []
+    rows: list[_CandidateRow] = []
     built = []
+    texts: list[list[str]] = []
     for entry in entries:
-        trace, candidates = _trace_rows(entry)
+        trace, candidates, records = _trace_rows(entry)
         headers.append(trace)
         rows.extend(candidates)
         built.append((trace, candidates))
+        texts.append(records)
     with transaction.atomic():
         # each project's chain is locked from here to commit: its writers append one at a time
-        chain_link(built)
+        chain_link(built, texts)
         Trace.objects.bulk_create(headers, batch_size=500)
         # each candidate's trace got its pk from the insert above (PostgreSQL returns ids)
-        _copy_candidates(rows)
+        _copy_candidates(rows, [text for records in texts for text in records])
     return headers
 
 
@@ -286,25 +289,42 @@ _CANDIDATE_COLUMNS = (
 )
 
 
-def _copy_candidates(rows: list[TraceCandidate]) -> None:
-    """COPY the candidate rows in one stream: bulk_create quotes every JSON record client-side,
-    which cost ~10x more for a 40-candidate trace (docs/performance.md)."""
+@dataclass(frozen=True)
+class _CandidateRow:
+    """A TraceCandidate row to COPY (the fields chain.content_digest reads, and its trace)."""
+
+    trace: Trace
+    position: int
+    unit_uid: str
+    project_slug: str
+    evidence_class: str
+    disposition: str
+    stage: str
+    reason_code: str
+    record: dict
+
+
+def _copy_candidates(rows: list[_CandidateRow], records: list[str]) -> None:
+    """COPY the candidate rows in one stream, each record as the JSON text already encoded:
+    bulk_create quotes every JSON record client-side, which cost ~10x more for a 40-candidate
+    trace (docs/performance.md)."""
     if not rows:
         return
     table = TraceCandidate._meta.db_table
     sql = f"COPY {table} ({', '.join(_CANDIDATE_COLUMNS)}) FROM STDIN"
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        for row in rows:
+        for row, record in zip(rows, records, strict=True):
             copy.write_row(
                 (
                     row.trace.pk, row.position, row.unit_uid, row.project_slug,
                     row.evidence_class, row.disposition, row.stage, row.reason_code,
-                    json.dumps(row.record),
+                    record,
                 )
             )
 
 
-def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[TraceCandidate]]:
+def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[_CandidateRow], list[str]]:
+    """The trace's header row, its candidate rows, and each candidate's record as JSON text."""
     result, engine_trace = entry.result, entry.result.trace
     trace_doc = engine_trace.as_dict()
     candidates = trace_doc.pop("candidates")
@@ -327,20 +347,13 @@ def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[TraceCandidate]]:
         source=entry.source,
     )
     rows = [
-        TraceCandidate(
-            trace=trace,
-            position=i,
-            unit_uid=record.unit_id,
-            project_slug=record.project,
-            evidence_class=record.evidence_class,
-            disposition=record.disposition,
-            stage=record.stage,
-            reason_code=record.reason_code,
-            record=doc,
+        _CandidateRow(
+            trace, i, doc["unit_id"], doc["project"], doc["evidence_class"], doc["disposition"],
+            doc["stage"], doc["reason_code"], doc,
         )
-        for i, (record, doc) in enumerate(zip(engine_trace.candidates, candidates, strict=True))
+        for i, doc in enumerate(candidates)
     ]
-    return trace, rows
+    return trace, rows, [canonical(doc) for doc in candidates]
 
 
 def replay_task(

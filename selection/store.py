@@ -34,6 +34,8 @@ from .models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLin
 _INDEX_CACHE: OrderedDict[int, tuple[int, CorpusIndex]] = OrderedDict()  # corpus -> (revision, index)
 _INDEX_CACHE_SIZE = 4
 _index_lock = threading.Lock()
+# corpus -> (index, the fingerprint of the rows it was built from: index_cache.corpus_fingerprint)
+_INDEX_FINGERPRINTS: dict[int, tuple[CorpusIndex, str]] = {}
 
 
 def frame_from_snapshot(*, project: Project, number: int, snapshot: dict) -> ProjectFrame:
@@ -179,9 +181,21 @@ def corpus_index(corpus: Corpus | int) -> CorpusIndex:
     routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
     with _index_lock:
         _INDEX_CACHE[corpus_id] = (revision, index)
+        _INDEX_FINGERPRINTS[corpus_id] = (index, fingerprint)
         while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
-            _INDEX_CACHE.popitem(last=False)
+            evicted, _ = _INDEX_CACHE.popitem(last=False)
+            _INDEX_FINGERPRINTS.pop(evicted, None)
     return index
+
+
+def corpus_index_fingerprint(corpus_id: int, index: CorpusIndex) -> str:
+    """The fingerprint of the rows `index` (this process's corpus_index of the corpus) was built
+    from: what a result computed over it depends on. No query when it is the cached index."""
+    with _index_lock:
+        held = _INDEX_FINGERPRINTS.get(corpus_id)
+    if held is not None and held[0] is index:
+        return held[1]
+    return index_cache.corpus_fingerprint(corpus_id)
 
 
 def forget_index(corpus_id: int, *, files: bool = False) -> None:
@@ -189,6 +203,7 @@ def forget_index(corpus_id: int, *, files: bool = False) -> None:
     no copy of the erased text may stay on disk)."""
     with _index_lock:
         _INDEX_CACHE.pop(corpus_id, None)
+        _INDEX_FINGERPRINTS.pop(corpus_id, None)
     if files:
         index_cache.discard(corpus_id)
 

@@ -101,6 +101,18 @@ def traced_replay(replay):
     return wrapper
 
 
+def traced_replays(replay_many):
+    """Wrap backtest.services.replay_many: one `fg.backtest.replays` span per chunk of pairs."""
+
+    @functools.wraps(replay_many)
+    def wrapper(*, backtest_id: int, pairs, **kwargs):
+        with _tracer().start_as_current_span("fg.backtest.replays") as span:
+            span.set_attributes({f"{ATTR}backtest": backtest_id, f"{ATTR}pairs": len(pairs)})
+            return replay_many(backtest_id=backtest_id, pairs=pairs, **kwargs)
+
+    return wrapper
+
+
 def traced_import(corpus_import):
     """Wrap importing.corpus_import: one `fg.corpus.import` span with the corpus and its counts."""
 

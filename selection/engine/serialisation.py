@@ -6,7 +6,7 @@ import json
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
 from datetime import datetime
 from enum import Enum
@@ -14,7 +14,9 @@ from functools import cache
 from typing import Any, Union
 
 _PLAIN = (str, int, bool, type(None))
+_INLINE = frozenset(_PLAIN)  # values a converter passes through without a call
 _field_names: dict[type, tuple[str, ...] | None] = {}
+_converters: dict[type, Callable[[Any], dict] | None] = {}
 
 
 def _names(cls: type) -> tuple[str, ...] | None:
@@ -27,22 +29,50 @@ def _names(cls: type) -> tuple[str, ...] | None:
         return names
 
 
+def _converter(cls: type) -> Callable[[Any], dict] | None:
+    """A function giving a dataclass's JSON form, compiled once per dataclass type (a trace holds
+    thousands of records): each field read by name, passed through when its value is a plain type
+    or a finite float, else handed to to_jsonable. Exactly what to_jsonable's generic path gives,
+    without a call per plain field. None for a type that is not a dataclass."""
+    try:
+        return _converters[cls]
+    except KeyError:
+        pass
+    names = _names(cls)
+    if names is None:
+        _converters[cls] = None
+        return None
+    lines = ["def convert(value):"]
+    for i, name in enumerate(names):
+        lines.append(f"    x{i} = value.{name}")
+        # x - x == 0.0 holds for every finite float and fails for inf and nan (to_jsonable raises)
+        lines.append(
+            f"    if not (type(x{i}) in inline or (type(x{i}) is float and x{i} - x{i} == 0.0)):"
+            f" x{i} = to_jsonable(x{i})"
+        )
+    lines.append("    return {" + ", ".join(f"{name!r}: x{i}" for i, name in enumerate(names)) + "}")
+    namespace: dict[str, Any] = {"inline": _INLINE, "to_jsonable": to_jsonable}
+    exec(compile("\n".join(lines), f"<to_jsonable {cls.__qualname__}>", "exec"), namespace)  # noqa: S102
+    _converters[cls] = convert = namespace["convert"]
+    return convert
+
+
 def to_jsonable(value: Any) -> Any:
     """JSON form: dataclass -> dict in field order, tuple -> list, datetime -> ISO 8601."""
     cls = type(value)
-    if cls in _PLAIN:
+    if cls in _INLINE:
         return value
     if cls is float:
         if not math.isfinite(value):
             raise ValueError(f"non-finite float {value!r} has no JSON form")
         return value
-    names = _names(cls)
-    if names is not None:
-        return {name: to_jsonable(getattr(value, name)) for name in names}
     if cls is tuple or cls is list:
-        return [to_jsonable(v) for v in value]
+        return [v if type(v) in _INLINE else to_jsonable(v) for v in value]
+    convert = _converters[cls] if cls in _converters else _converter(cls)
+    if convert is not None:
+        return convert(value)
     if isinstance(value, Enum):
-        return value.value
+        return value._value_  # what .value returns, without the descriptor (a call per member)
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, (tuple, list)):

@@ -148,12 +148,12 @@ def test_a_replay_that_loses_a_race_rolls_back_its_trace(sift, monkeypatch):
     real_select = services._select
     rival = {}
 
-    def select_while_a_rival_commits(context, frame, condition):
+    def select_while_a_rival_commits(context, frame, condition, index):
         # another worker got the same message (acks_late redelivery) and commits first
         if not rival:
             rival["started"] = True
             rival["replay"] = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="baseline")
-        return real_select(context, frame, condition)
+        return real_select(context, frame, condition, index)
 
     monkeypatch.setattr(services, "_select", select_while_a_rival_commits)
     traces = Trace.objects.count()

@@ -118,3 +118,34 @@ def test_a_replay_failing_for_good_ends_the_backtest_in_error(celery_worker_proc
     assert broken.error == "a task replay failed after its retries"
     assert AuditEntry.objects.filter(action="backtest.failed", object_id=str(broken.pk)).exists()
     assert proposal("wider-class-pull").state == ProposalState.PROPOSED
+
+
+def test_the_worker_replays_in_chunks_and_judges_as_replays_one_at_a_time_do(celery_worker_process, sift):
+    from backtest.models import AblationReplay
+
+    target = proposal("all-three")  # ablated: its variants are sides of the chunks too
+    on_worker = services.backtest_enqueue(proposal=target, requested_by=None)
+    on_worker = wait_finished(on_worker.pk)
+    assert on_worker.status == BacktestStatus.FINISHED, on_worker.error
+    pairs = len(on_worker.task_ids) * len(services.replay_sides(on_worker))
+    assert len(services.replay_chunks(on_worker)) > 1  # more than one task for the worker
+    stored = TaskReplay.objects.filter(backtest=on_worker).count()
+    assert stored + AblationReplay.objects.filter(backtest=on_worker).count() == pairs
+    # the same backtest replayed here one pair at a time, every pair selected again
+    again = services.backtest_enqueue(proposal=target, requested_by=None)
+    # the worker may run the third backtest's chunks while this loop does: each pair is stored once
+    for task_id in again.task_ids:
+        for side in services.replay_sides(again):
+            services.replay_many(backtest_id=again.pk, pairs=[(task_id, side)], reuse_baseline=False)
+    again = wait_finished(again.pk)
+
+    def judged(backtest):
+        d = backtest.decision
+        return d.passed, d.gate_results, d.baseline_means, d.candidate_means, d.per_task_deltas, d.ablation
+
+    assert judged(again) == judged(on_worker)
+    metrics = {
+        b.pk: {(t, s): m for t, s, m in TaskReplay.objects.filter(backtest=b).values_list("task_id", "side", "metrics")}
+        for b in (on_worker, again)
+    }
+    assert metrics[on_worker.pk] == metrics[again.pk]
