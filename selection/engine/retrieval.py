@@ -119,7 +119,7 @@ def _fuse(bm25, lexical, hits, config, skipped, searched) -> QueryHits:
 
 def _search_rows(index: CorpusIndex, tokens, vector, config: EngineConfig, allowed, rows) -> QueryHits:
     """Both retrievers over a scope's rows only (see search); ties by position, as unscoped."""
-    bm25 = ScopedScores(index.bm25, tokens, rows)
+    bm25 = ScopedScores(index, tokens, rows)
     lexical = rows[top_k(bm25.local, config.lexical_k, positive_only=True)]
     hits: DenseHits | None = None
     searcher = index.dense
@@ -133,7 +133,7 @@ def _search_rows(index: CorpusIndex, tokens, vector, config: EngineConfig, allow
             local = np.asarray(cosines(query, rows))
             chosen = top_k(local, config.dense_k)
             top = rows[chosen]
-            known = dict(zip(top.tolist(), local[chosen].tolist(), strict=True))
+            known = dict(zip(rows.tolist(), local.tolist(), strict=True))  # no row scored twice
             hits = DenseHits(top, known=known, exact=lambda positions: cosines(query, positions))
     return _fuse(bm25, lexical, hits, config, frozenset(), int(rows.size))
 

@@ -8,7 +8,7 @@ from .bm25 import FULL_ROW_MAX_TERMS, FULL_ROW_MIN_UNITS, BM25Index
 from .corpus import IVF_THRESHOLD, CorpusIndex, dense_searcher
 from .dense import DenseHits, DenseSearcher, NumpyExactSearcher, normalise_rows, normalise_vector
 from .ivf import IvfSearcher
-from .scoped import SCOPE_ROWS_SHARE, ScopedScores, bm25_at, searched_by_rows
+from .scoped import SCOPE_ROWS_MAX, SCOPE_ROWS_SHARE, ScopedScores, bm25_at, searched_by_rows
 from .tokens import TOKENISER, tokenise
 from .topk import TOP_K_BLOCKED, top_k
 
@@ -22,6 +22,7 @@ __all__ = [
     "IVF_THRESHOLD",
     "IvfSearcher",
     "NumpyExactSearcher",
+    "SCOPE_ROWS_MAX",
     "SCOPE_ROWS_SHARE",
     "ScopedScores",
     "TOKENISER",
