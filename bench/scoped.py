@@ -4,9 +4,10 @@ store of 100 projects that share one vocabulary, against the same project's unit
 Every project of the store writes on every topic with the same words and the same embedding
 centres, so query-only retrieval finds every project's units on the query's topic. The figures:
 must-include recall (the task's `must` units admitted, folded ones included) and select() latency
-of the same requests against both indexes, timed alternately so the machine's load falls on both
-alike; and, for contrast, the store's recall with scope at retrieval off (the out-of-scope hits
-take the pool's places and eligibility rules them out). No database.
+of the same requests against both indexes, with scope at retrieval on, timed alternately so the
+machine's load falls on both alike; and, for contrast, the store's recall with scope at retrieval
+off (the engine's default: out-of-scope hits take the pool's places and eligibility rules them
+out). No database.
 """
 
 from __future__ import annotations
@@ -48,11 +49,11 @@ def time_scoped(per_project: int, seed: int, tasks: int, samples: int) -> dict:
     build_s = time.perf_counter() - begun
     store.tasks = work
     requests = engine_requests(store, "C6")
-    unscoped = EngineConfig(scope_at_retrieval=False)
+    scoped, unscoped = EngineConfig(scope_at_retrieval=True), EngineConfig(scope_at_retrieval=False)
 
     recall_store, recall_alone, recall_unscoped, same_bundle = [], [], [], []
     for task, request in zip(work, requests, strict=True):
-        in_store, alone = select(request, store_index), select(request, alone_index)
+        in_store, alone = select(request, store_index, scoped), select(request, alone_index, scoped)
         recall_store.append(must_recall(in_store, task.must))
         recall_alone.append(must_recall(alone, task.must))
         recall_unscoped.append(must_recall(select(request, store_index, unscoped), task.must))
@@ -64,10 +65,10 @@ def time_scoped(per_project: int, seed: int, tasks: int, samples: int) -> dict:
         first, second = (store_index, timed_store), (alone_index, timed_alone)
         for index, out in (first, second) if i % 2 == 0 else (second, first):
             start = time.perf_counter()
-            select(request, index)
+            select(request, index, scoped)
             out.append((time.perf_counter() - start) * 1e3)
     store_t, alone_t = summary(timed_store), summary(timed_alone)
-    retrieval = select(requests[0], store_index).trace
+    retrieval = select(requests[0], store_index, scoped).trace
     counts = dict(next(st for st in retrieval.stages if st.stage == "retrieval").detail)
     return {
         "projects": PROJECTS,

@@ -302,8 +302,9 @@ class EngineConfig:
     neighbour_pull_weight: float = 0.5  # C5+: a neighbour scores its strong candidate's x this
     open_loop_pull: int = 3  # C5+: open loops pulled when the work type uses unfinished work
     # C2+: BM25 and dense search rank only in-scope units, so out-of-scope hits never take a place
-    # in the pool (off: they take their places and eligibility rules them out)
-    scope_at_retrieval: bool = True
+    # in the pool (off: they take their places and eligibility rules them out). Left off: on, it
+    # costs the book's C6 recall and the fixture proposals' gains (docs/results.md section 6.1)
+    scope_at_retrieval: bool = False
     abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
 
 

@@ -203,8 +203,9 @@ def test_a_rejected_candidate_carries_every_signal_not_zeros(index):
 
 
 def test_from_c2_retrieval_draws_the_pool_from_in_scope_units_and_counts_what_it_skipped(index):
-    c0 = select(mini_request("C0"), index)
-    c2 = select(mini_request("C2"), index)
+    scoped = EngineConfig(scope_at_retrieval=True)
+    c0 = select(mini_request("C0"), index, scoped)
+    c2 = select(mini_request("C2"), index, scoped)
     assert rec(c0, "b-rule").disposition == "admitted"  # C0 has no scope
     assert c2.trace.candidate("b-rule") is None  # it never takes a place in the pool
     assert all(c.project == "alpha" for c in c2.trace.candidates)
@@ -212,10 +213,10 @@ def test_from_c2_retrieval_draws_the_pool_from_in_scope_units_and_counts_what_it
     # half the corpus is in scope: the full scan is masked and sees the hit it leaves out
     assert ("out_of_scope_skipped", "1") in retrieval.detail
     # the place it would have taken goes to an in-scope unit: a pool of 2 holds two alpha units
-    small = select(mini_request("C2"), index, EngineConfig(pool_size=2))
+    small = select(mini_request("C2"), index, EngineConfig(pool_size=2, scope_at_retrieval=True))
     assert [c.project for c in small.trace.candidates] == ["alpha", "alpha"]
-    # off, the out-of-scope hit takes its place and eligibility rules it out
-    off = select(mini_request("C2"), index, EngineConfig(scope_at_retrieval=False))
+    # off (the default), the out-of-scope hit takes its place and eligibility rules it out
+    off = select(mini_request("C2"), index)
     assert rec(off, "b-rule").reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE
 
 
@@ -742,13 +743,13 @@ def test_a_scope_naming_no_loaded_project_admits_nothing_and_says_why(index):
     """Scoping fails closed: a scope the corpus cannot meet admits no unit, never every unit, and
     each rejection names the scope (the frame validator refuses an empty or undeclared scope first)."""
     nowhere = replace(ALPHA, scope=("nowhere",))
-    r = select(mini_request("C6", frame=nowhere), index)
+    r = select(mini_request("C6", frame=nowhere), index, EngineConfig(scope_at_retrieval=True))
     # scoped retrieval ranks the scope's units, none: the pool is empty and the trace says so
     assert not r.trace.candidates and not r.bundle.items
     detail = dict(next(st for st in r.trace.stages if st.stage == "retrieval").detail)
     assert detail["scope_units"] == "0" and detail["retrieved"] == "0"
-    # with scope at retrieval off, every hit is a candidate and is ruled out by the scope rule
-    r = select(mini_request("C6", frame=nowhere), index, EngineConfig(scope_at_retrieval=False))
+    # with scope at retrieval off (the default), every hit is a candidate, ruled out by the scope rule
+    r = select(mini_request("C6", frame=nowhere), index)
     assert r.trace.candidates and not r.bundle.items and r.trace.admitted_unit_ids() == ()
     for record in r.trace.candidates:
         assert record.reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE, record
@@ -809,7 +810,8 @@ def test_a_project_in_a_store_of_many_is_retrieved_from_its_own_rows():
         for i in range(4)
     ]
     index = CorpusIndex.build(units)
-    r = select(mini_request("C2", query="baseline retrieval budget"), index)
+    r = select(mini_request("C2", query="baseline retrieval budget"), index,
+               EngineConfig(scope_at_retrieval=True))
     assert r.trace.candidates and all(c.project == "alpha" for c in r.trace.candidates)
     detail = dict(next(st for st in r.trace.stages if st.stage == "retrieval").detail)
     assert detail["scope_units"] == "4" and "out_of_scope_skipped" not in detail

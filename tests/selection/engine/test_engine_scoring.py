@@ -100,11 +100,11 @@ def test_e0_absent_e1_never_surfaced_e2_ineligible(index):
     assert att.codes == ("E0", "E1", "E2")
     stale = next(e for e in att.units if e.unit_id == "a-sqlite")
     assert stale.reason_code == "SUPERSEDED_SUCCESSOR_AVAILABLE" and stale.stage == "eligibility"
-    # an out-of-scope unit never takes a place in the scoped pool (E1), or, with scope at
-    # retrieval off, is ruled out at eligibility (E2)
-    assert codes(r, {"b-rule": "MUST"}, index)[0] == {"b-rule": "E1"}
-    unscoped = select(mini_request("C5"), index, EngineConfig(scope_at_retrieval=False))
-    assert codes(unscoped, {"b-rule": "MUST"}, index)[0] == {"b-rule": "E2"}
+    # an out-of-scope unit is ruled out at eligibility (E2), or, when retrieval is scoped, never
+    # takes a place in the pool (E1)
+    assert codes(r, {"b-rule": "MUST"}, index)[0] == {"b-rule": "E2"}
+    scoped = select(mini_request("C5"), index, EngineConfig(scope_at_retrieval=True))
+    assert codes(scoped, {"b-rule": "MUST"}, index)[0] == {"b-rule": "E1"}
 
 
 def test_e3_lost_to_the_budget(index):
