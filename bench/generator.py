@@ -176,15 +176,23 @@ def _frames(slugs: list[str]) -> tuple[dict[str, ProjectFrame], dict[str, dict]]
     return frames, snapshots
 
 
-def generate(size: int, *, seed: int = 7, tasks: int = 64, projects: int = 8) -> SyntheticCorpus:
-    """A corpus of `size` units across `projects` projects, with `tasks` tasks over it."""
+def generate(
+    size: int, *, seed: int = 7, tasks: int = 64, projects: int = 8, shared_topics: bool = False
+) -> SyntheticCorpus:
+    """A corpus of `size` units across `projects` projects, with `tasks` tasks over it.
+
+    `shared_topics`: every project writes on every topic, with the same topic words and the same
+    points in embedding space (one vocabulary across projects), each unit's project drawn
+    uniformly: query-only retrieval then finds every project's units on the query's topic. At
+    least 40 units a project."""
     if size < 50:
         raise ValueError("the generator needs at least 50 units")
     rng = np.random.default_rng(seed)
     n_projects = max(2, min(projects, size // 40))
-    slugs = [f"bench-{size}-p{p:02d}" for p in range(n_projects)]
+    prefix = f"bench-shared-{size}" if shared_topics else f"bench-{size}"
+    slugs = [f"{prefix}-p{p:0{max(2, len(str(n_projects - 1)))}d}" for p in range(n_projects)]
     frames, snapshots = _frames(slugs)
-    n_topics = max(n_projects * 2, size // TOPIC_SIZE)
+    n_topics = max(4, size // TOPIC_SIZE) if shared_topics else max(n_projects * 2, size // TOPIC_SIZE)
     vocab = _vocabulary(rng, max(2000, min(60_000, size // 8)))
     n_vocab = len(vocab)
     all_words = FUNCTION_WORDS + vocab
@@ -195,9 +203,12 @@ def generate(size: int, *, seed: int = 7, tasks: int = 64, projects: int = 8) ->
 
     # ---- per-unit draws (vectorised) -----------------------------------------------------------
     topic = rng.integers(0, n_topics, size=size)
-    project = topic_project[topic].copy()
-    leak = rng.random(size) < 0.1
-    project[leak] = (project[leak] + 1) % n_projects  # neighbouring project, foreign topic
+    if shared_topics:
+        project = rng.integers(0, n_projects, size=size)
+    else:
+        project = topic_project[topic].copy()
+        leak = rng.random(size) < 0.1
+        project[leak] = (project[leak] + 1) % n_projects  # neighbouring project, foreign topic
     # each project writes mostly in 8 of the 12 classes, skewed towards its first ones
     class_rank = np.minimum(rng.geometric(0.22, size=size) - 1, len(CLASSES) - 1)
     klass = (project + class_rank) % len(CLASSES)
@@ -213,11 +224,12 @@ def generate(size: int, *, seed: int = 7, tasks: int = 64, projects: int = 8) ->
     relation_l, days_l, lengths_l = relation.tolist(), days.tolist(), lengths.tolist()
     supersedes_l, echo_l, refutes_l, supports_l = ([-1] * size for _ in range(4))
     valid_to_l: list[float | None] = [None] * size
-    last_of_topic: dict[int, int] = {}
-    last_of_topic_class: dict[tuple[int, int], int] = {}
+    last_of_topic: dict = {}
+    last_of_topic_class: dict = {}
     superseded = [False] * size
     for i in range(size):
-        t = topic_l[i]
+        # with shared topics a link stays inside its project (projects share words, not units)
+        t = (topic_l[i], project_l[i]) if shared_topics else topic_l[i]
         r = relation_l[i]
         prev = last_of_topic.get(t)
         if prev is not None:
@@ -321,7 +333,7 @@ def generate(size: int, *, seed: int = 7, tasks: int = 64, projects: int = 8) ->
             )
         )
     corpus = SyntheticCorpus(
-        name=f"bench-{size}",
+        name=prefix,
         seed=seed,
         units=units,
         vectors=vectors,

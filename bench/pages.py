@@ -58,7 +58,11 @@ def wide_trace(stored: StoredBench) -> Trace:
         project_frame=frame, work_frame=store.work_frame_for_task(task), query=task.query,
         budget_tokens=task.budget_tokens, standpoint=task.standpoint, condition="C6",
     )
-    config = EngineConfig(pool_size=POOL, lexical_k=POOL + 40, dense_k=POOL + 40)
+    # scope at retrieval off: a small corpus's project holds fewer units than the pool, and the
+    # page is timed with out-of-scope candidates among its rows, as a wide unscoped pool has them
+    config = EngineConfig(
+        pool_size=POOL, lexical_k=POOL + 40, dense_k=POOL + 40, scope_at_retrieval=False
+    )
     result = services.selection_run(inputs, store.corpus_index(stored.corpus.pk), config=config)
     return services.trace_write(result, project=stored.project, frame_version=number, task=task,
                                 source="bench")

@@ -13,6 +13,8 @@ issue 7's targets checked against it. Each part lives in its own module, by what
                       against exact (skipped, saying why, where pgvector cannot run on this CPU)
   pages               the trace page (~200 candidates), the evaluation page, the audit log and the
                       trace history through Django's test client, warm: time, bytes, SQL queries
+  scoped              one project's C6 inside a 100-project store sharing one vocabulary, against
+                      the same project's units alone: must-include recall and p95 (issue 15)
 
 Timings are wall-clock medians and 95th percentiles over repeated requests (the synthetic tasks,
 cycled); stage times come from the StageTimings the engine and the services fill in.
@@ -39,6 +41,7 @@ from .index_restart import time_restart
 from .pages import time_pages
 from .pgvector_hnsw import time_hnsw
 from .reference import time_reference
+from .scoped import P95_RATIO_MAX, RECALL_TOLERANCE, time_scoped
 from .selection_latency import dense_recall, engine_requests, time_selection
 from .stats import machine, peak_rss_mb
 
@@ -76,6 +79,8 @@ class BenchOptions:
     page_runs: int = 20  # timed requests per page (0: the pages part is skipped)
     blas_threads: int | None = 1
     dense_threshold: int | None = IVF_THRESHOLD
+    scoped_per_project: int = 200  # units a project in the 100-project store (0: part skipped)
+    scoped_tasks: int = 32
     extra: dict = field(default_factory=dict)
 
 
@@ -272,6 +277,12 @@ def targets(doc: dict) -> list[dict]:
         growth = round(sizes["1000000"]["selection"]["C6"]["p50_ms"]
                        / sizes["10000"]["selection"]["C6"]["p50_ms"], 2)
         checks.append(_check("C6 p50 at 1000000 / C6 p50 at 10000", growth, "<=", GROWTH_1M_MAX, "x"))
+    scoped = doc.get("scoped")
+    if scoped:
+        at = f"in a {scoped['projects']}-project store of {scoped['units']} units"
+        checks.append(_check(f"|C6 must-include recall {at} - alone|", round(
+            abs(scoped["recall_store"] - scoped["recall_alone"]), 4), "<=", RECALL_TOLERANCE, ""))
+        checks.append(_check(f"C6 p95 {at} / alone", scoped["p95_ratio"], "<=", P95_RATIO_MAX, "x"))
     for entry in sizes.values():
         if entry.get("import"):
             checks.append(_check(f"import units/s with embeddings ({entry['import']['units']} units)",
@@ -297,6 +308,16 @@ def run(options: BenchOptions, say: Callable[[str], None] = print) -> dict:
     with limits:
         for size in sorted(options.sizes):
             doc["sizes"][str(size)] = run_size(size, options, say)
+        if options.scoped_per_project > 0:
+            doc["scoped"] = scoped = time_scoped(
+                options.scoped_per_project, options.seed, options.scoped_tasks, options.samples
+            )
+            say(f"[scoped] {scoped['project']} ({scoped['project_units']} units) in a "
+                f"{scoped['projects']}-project store of {scoped['units']} units sharing one "
+                f"vocabulary: C6 recall {scoped['recall_store']} (alone {scoped['recall_alone']}; "
+                f"scope at retrieval off {scoped['recall_store_unscoped']}), p95 "
+                f"{scoped['store']['p95_ms']} ms (alone {scoped['alone']['p95_ms']} ms, ratio "
+                f"{scoped['p95_ratio']}); same bundle {scoped['same_bundle']}")
     doc["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["targets"] = targets(doc)
     for check in doc["targets"]:

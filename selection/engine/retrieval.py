@@ -12,7 +12,16 @@ from typing import TypeVar
 import numpy as np
 
 from .conditions import Condition
-from .index import BM25Hits, CorpusIndex, DenseHits, normalise_vector, tokenise, top_k
+from .index import (
+    BM25Hits,
+    CorpusIndex,
+    DenseHits,
+    ScopedScores,
+    normalise_vector,
+    searched_by_rows,
+    tokenise,
+    top_k,
+)
 from .signals import in_effect
 from .types import EngineConfig
 
@@ -32,12 +41,13 @@ def rrf(rankings: Sequence[Sequence[K]], k: int = 60) -> list[tuple[K, float]]:
 class QueryHits:
     """One text run through both retrievers (positions are index positions)."""
 
-    bm25: BM25Hits  # the lexical search: any unit's BM25Okapi score on demand
+    bm25: BM25Hits | ScopedScores  # the lexical search: any unit's BM25Okapi score on demand
     lexical: np.ndarray  # top lexical_k positions with a positive score
     dense: DenseHits | None  # top positions and any unit's cosine; None without a vector
     dense_top: np.ndarray
     fused: list[tuple[int, float]]  # truncated to the pool size
     skipped: frozenset[int] = frozenset()  # out-of-scope hits the scoped search left out
+    searched: int | None = None  # units the scoped search ranked (the scope's); None: unscoped
 
     def bm25_scores(self, positions: Sequence[int]) -> list[float]:
         """The BM25 score of each position (exact; computed for these positions alone)."""
@@ -57,13 +67,19 @@ def search(
     config: EngineConfig,
     dense: np.ndarray | None = None,
     allowed: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
 ) -> QueryHits:
     """BM25 and dense hits for one text; `dense` may pass every cosine, computed elsewhere.
 
     With `allowed` (a boolean mask over positions: the frame's scope), both retrievers rank only
-    allowed units, so out-of-scope hits never take a place in the pool; `skipped` holds the
-    out-of-scope units the unrestricted lists would have held."""
+    allowed units, so out-of-scope hits never take a place in the pool. With `rows` too (the
+    allowed positions, ascending) and a scope of at most 1/SCOPE_ROWS_SHARE of the corpus, only
+    those rows are scored (BM25 by binary search into each term's postings, exact cosine over the
+    rows): the search never sees an out-of-scope unit. Otherwise the full search is masked, and
+    `skipped` holds the out-of-scope units the unrestricted lists would have held."""
     tokens = tokenise(text)
+    if allowed is not None and rows is not None and dense is None and searched_by_rows(rows, len(index)):
+        return _search_rows(index, tokens, vector, config, allowed, rows)
     bm25 = index.bm25.search(tokens, config.lexical_k)
     skipped: set[int] = set()
     if allowed is not None:
@@ -87,6 +103,11 @@ def search(
     if hits is not None and allowed is not None and dense is not None:
         skipped.update(int(p) for p in hits.top if not allowed[p])
         hits = hits.with_top(_masked_top(dense, allowed, config.dense_k))
+    searched = None if allowed is None else int(np.count_nonzero(allowed))
+    return _fuse(bm25, lexical, hits, config, frozenset(skipped), searched)
+
+
+def _fuse(bm25, lexical, hits, config, skipped, searched) -> QueryHits:
     if hits is not None:
         dense_top = hits.top
         fused = rrf([lexical.tolist(), dense_top.tolist()], config.rrf_k)
@@ -95,7 +116,28 @@ def search(
         fused = [
             (int(p), 1.0 / (config.rrf_k + r)) for r, p in enumerate(lexical.tolist(), start=1)
         ]
-    return QueryHits(bm25, lexical, hits, dense_top, fused[: config.pool_size], frozenset(skipped))
+    return QueryHits(bm25, lexical, hits, dense_top, fused[: config.pool_size], skipped, searched)
+
+
+def _search_rows(index: CorpusIndex, tokens, vector, config: EngineConfig, allowed, rows) -> QueryHits:
+    """Both retrievers over a scope's rows only (see search); ties by position, as unscoped."""
+    bm25 = ScopedScores(index, tokens, rows)
+    lexical = rows[top_k(bm25.local, config.lexical_k, positive_only=True)]
+    hits: DenseHits | None = None
+    searcher = index.dense
+    if vector is not None and searcher is not None:
+        query = normalise_vector(vector, searcher.dimension)
+        cosines = getattr(searcher, "cosines", None)
+        if cosines is None:  # a searcher that cannot score given rows: mask its full scan
+            full = np.asarray(searcher.scores(query))
+            hits = DenseHits(_masked_top(full, allowed, config.dense_k), full=full)
+        else:
+            local = np.asarray(cosines(query, rows))
+            chosen = top_k(local, config.dense_k)
+            top = rows[chosen]
+            known = dict(zip(rows.tolist(), local.tolist(), strict=True))  # no row scored twice
+            hits = DenseHits(top, known=known, exact=lambda positions: cosines(query, positions))
+    return _fuse(bm25, lexical, hits, config, frozenset(), int(rows.size))
 
 
 def _masked_top(full: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
@@ -236,15 +278,15 @@ def build_pool(
     pool = Pool()
     expand = condition.objective_expansion and bool(objective.strip())
     # two matrix-vector scans: measured faster with OpenBLAS than one skinny (N, d) @ (d, 2) product
-    allowed = (
-        index.scope_mask(scope) if condition.scope_filter and config.scope_at_retrieval else None
-    )
-    primary = search(index, query, query_vector, config, allowed=allowed)
+    scoped = condition.scope_filter and config.scope_at_retrieval
+    allowed = index.scope_mask(scope) if scoped else None
+    rows = index.scope_rows(scope) if scoped else None
+    primary = search(index, query, query_vector, config, allowed=allowed, rows=rows)
     pool.query = primary
     fused = primary.fused
     skipped = set(primary.skipped)
     if expand:
-        secondary = search(index, objective, objective_vector, config, allowed=allowed)
+        secondary = search(index, objective, objective_vector, config, allowed=allowed, rows=rows)
         skipped |= secondary.skipped
         pool.objective = secondary
         fused = rrf([[p for p, _ in primary.fused], [p for p, _ in secondary.fused]], config.rrf_k)
@@ -254,8 +296,12 @@ def build_pool(
         pool.add(pos, 1.0 - i / n)
         pool.fused[pos] = (score, i + 1)
     pool.counts["retrieved"] = n
-    if allowed is not None:
-        pool.counts["out_of_scope_skipped"] = len(skipped)
+    if rows is not None:
+        pool.counts["scope_units"] = int(rows.size)  # what the scoped search ranked
+        if not searched_by_rows(rows, len(index)):
+            # a masked full scan sees the out-of-scope hits it leaves out; a search of the scope's
+            # own rows never scores them, so there is nothing to count
+            pool.counts["out_of_scope_skipped"] = len(skipped)
 
     if condition.recency:
         added = 0

@@ -33,7 +33,7 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     path = tmp_path / "bench.json"
     call_command(
         "bench", sizes=str(SIZE), json_path=str(path), samples=12, reference_queries=3,
-        e2e_runs=3, tasks=8, import_units=SIZE, page_runs=2,
+        e2e_runs=3, tasks=8, import_units=SIZE, page_runs=2, scoped_per_project=40, scoped_tasks=4,
     )
     doc = json.loads(path.read_text())
     entry = doc["sizes"][str(SIZE)]
@@ -84,14 +84,29 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert restart["later_selections"]["n"] > 0 and restart["peak_rss_mb"] >= restart["rss_after_load_mb"] > 0
     assert {check["target"] for check in doc["targets"]} >= {
         "import units/s with embeddings (300 units)", f"C6 p50 / strong reference p50 at {SIZE}"}
+    # one project inside a 100-project store sharing one vocabulary, and the same project alone
+    scoped = doc["scoped"]
+    assert scoped["projects"] == 100 and scoped["units"] == 4000 and scoped["tasks"] == 4
+    assert scoped["scope_units"] == scoped["project_units"] > 0  # the search ranked its rows only
+    for side in ("store", "alone"):
+        assert 0 < scoped[side]["p50_ms"] <= scoped[side]["p95_ms"] and scoped[side]["n"] == 12
+    for key in ("recall_store", "recall_alone", "recall_store_unscoped", "same_bundle"):
+        assert 0 <= scoped[key] <= 1
+    assert scoped["p95_ratio"] == pytest.approx(
+        scoped["store"]["p95_ms"] / scoped["alone"]["p95_ms"], rel=1e-2)
+    assert {check["target"] for check in doc["targets"]} >= {
+        "|C6 must-include recall in a 100-project store of 4000 units - alone|",
+        "C6 p95 in a 100-project store of 4000 units / alone"}
     out = capsys.readouterr().out
+    assert "[scoped]" in out and "100-project store of 4000 units" in out
     assert "ours/reference" in out and "ours/strong" in out and "backtest, 2 worker(s)" in out
     assert "loaded by a fresh process in" in out
     assert "page trace (" in out and "page trace_history (" in out
 
     # a second run reuses the stored corpus instead of writing it again
     call_command("bench", sizes=str(SIZE), json_path=str(path), samples=4, reference_queries=1,
-                 e2e_runs=1, tasks=8, import_units=0, workers="1", page_runs=1)
+                 e2e_runs=1, tasks=8, import_units=0, workers="1", page_runs=1, scoped_per_project=0)
+    assert "scoped" not in json.loads(path.read_text())  # --scoped-per-project 0 skips the part
     again = json.loads(path.read_text())["sizes"][str(SIZE)]
     assert again["database_corpus"]["reused"] is True
     # the evaluation is reused too, and the viewer's roles are not granted twice

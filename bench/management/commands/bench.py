@@ -42,6 +42,10 @@ class Command(BaseCommand):
                                  "history); 0 skips the pages; needs the database parts")
         parser.add_argument("--db-max-size", type=int, default=100_000,
                             help="skip the database parts above this size")
+        parser.add_argument("--scoped-per-project", type=int, default=200,
+                            help="units a project in the 100-project scoped store (0 skips it)")
+        parser.add_argument("--scoped-tasks", type=int, default=32,
+                            help="tasks of the measured project in the scoped store")
         parser.add_argument("--no-db", action="store_true", help="engine and reference only")
         parser.add_argument("--blas-threads", type=int, default=1,
                             help="BLAS threads for the run (0: the library default)")
@@ -51,6 +55,8 @@ class Command(BaseCommand):
                             help="use the IVF searcher from this many units (default 50000)")
 
     def handle(self, *args, **opts):
+        if 0 < opts["scoped_per_project"] < 40:
+            raise CommandError("--scoped-per-project: 0 (skip) or at least 40 units a project")
         options = BenchOptions(
             sizes=_sizes(opts["sizes"]),
             seed=opts["seed"],
@@ -64,6 +70,8 @@ class Command(BaseCommand):
             db_max_size=opts["db_max_size"],
             database=not opts["no_db"],
             blas_threads=opts["blas_threads"] or None,
+            scoped_per_project=opts["scoped_per_project"],
+            scoped_tasks=opts["scoped_tasks"],
             **({"dense_threshold": opts["ivf_from"]} if opts["ivf_from"] else {}),
             **({"dense_threshold": None} if opts["exact_dense"] else {}),
         )

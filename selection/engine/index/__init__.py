@@ -1,12 +1,14 @@
 """Retrieval indexes, one concern a module; imports run one way, no cycle:
 
-tokens, topk  <-  bm25, dense  <-  ivf  <-  corpus (CorpusIndex, which picks the dense searcher).
+tokens, topk  <-  bm25, dense  <-  ivf  <-  corpus (CorpusIndex, which picks the dense searcher);
+bm25  <-  scoped (search over a scope's rows).
 """
 
 from .bm25 import FULL_ROW_MAX_TERMS, FULL_ROW_MIN_UNITS, PRUNE_MIN_UNITS, BM25Hits, BM25Index
 from .corpus import IVF_THRESHOLD, CorpusIndex, dense_searcher
 from .dense import DenseHits, DenseSearcher, NumpyExactSearcher, normalise_rows, normalise_vector
 from .ivf import IvfSearcher
+from .scoped import SCOPE_ROWS_MAX, SCOPE_ROWS_SHARE, ScopedScores, bm25_at, searched_by_rows
 from .tokens import TOKENISER, tokenise
 from .topk import TOP_K_BLOCKED, top_k
 
@@ -22,11 +24,16 @@ __all__ = [
     "IvfSearcher",
     "NumpyExactSearcher",
     "PRUNE_MIN_UNITS",
+    "SCOPE_ROWS_MAX",
+    "SCOPE_ROWS_SHARE",
+    "ScopedScores",
     "TOKENISER",
     "TOP_K_BLOCKED",
+    "bm25_at",
     "dense_searcher",
     "normalise_rows",
     "normalise_vector",
+    "searched_by_rows",
     "tokenise",
     "top_k",
 ]

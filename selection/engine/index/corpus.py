@@ -100,6 +100,7 @@ class CorpusIndex:
             supported_by=_invert([(t, u.id) for u in self.units for t in u.supports]),
         )
         self._scope_masks: dict[tuple[str, ...], np.ndarray] = {}
+        self._scope_rows: dict[tuple[str, ...], np.ndarray] = {}
         open_by: dict[str, list[int]] = {}
         for pos, u in enumerate(self.units):
             if u.is_open_loop:
@@ -165,6 +166,15 @@ class CorpusIndex:
             mask = np.isin(projects, list(key)) if len(projects) else np.zeros(0, dtype=bool)
             self._scope_masks[key] = mask
         return mask
+
+    def scope_rows(self, scope: frozenset[str]) -> np.ndarray:
+        """The positions of `scope_mask(scope)`, ascending (cached per scope)."""
+        key = tuple(sorted(scope))
+        rows = self._scope_rows.get(key)
+        if rows is None:
+            rows = np.flatnonzero(self.scope_mask(scope))
+            self._scope_rows[key] = rows
+        return rows
 
     def unit(self, unit_id: str) -> Unit | None:
         pos = self.position.get(unit_id)

@@ -84,6 +84,11 @@ class DenseSearcher(Protocol):
         """top() with the cosines; a searcher without it is scanned through scores()."""
         ...
 
+    def cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Exact cosine of a normalised query to the given positions only (a scope's rows); a
+        searcher without it is searched in scope by masking or over-fetching."""
+        ...
+
 
 def normalise_rows(vectors: np.ndarray) -> np.ndarray:
     matrix = np.asarray(vectors, dtype=np.float32)
@@ -114,6 +119,9 @@ class NumpyExactSearcher:
     def search(self, vector: np.ndarray, k: int) -> DenseHits:
         full = self.scores(vector)
         return DenseHits(top_k(full, k), full=full)
+
+    def cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        return self.matrix[positions] @ query
 
 
 def normalise_vector(vector: Sequence[float] | np.ndarray, dimension: int) -> np.ndarray:

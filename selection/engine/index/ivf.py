@@ -204,6 +204,10 @@ class IvfSearcher:
         known = dict(zip(positions.tolist(), cosines.tolist(), strict=True))
         return DenseHits(top, known=known, exact=self._exact(query))
 
+    def cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Exact cosine of a normalised query to the given positions (a scope's rows)."""
+        return self.matrix[self.row_of[positions]] @ query
+
     def _exact(self, query: np.ndarray):
         matrix, row_of = self.matrix, self.row_of
 

@@ -212,13 +212,14 @@ def test_from_c2_retrieval_draws_the_pool_from_in_scope_units_and_counts_what_it
     assert c2.trace.candidate("b-rule") is None  # it never takes a place in the pool
     assert all(c.project == "alpha" for c in c2.trace.candidates)
     retrieval = next(st for st in c2.trace.stages if st.stage == "retrieval")
+    # half the corpus is in scope: the full scan is masked and sees the hit it leaves out
     assert ("out_of_scope_skipped", "1") in retrieval.detail
     # the place it would have taken goes to an in-scope unit: a pool of 2 holds two alpha units
     small = select(mini_request("C2"), index, EngineConfig(pool_size=2, scope_at_retrieval=True))
     assert [c.project for c in small.trace.candidates] == ["alpha", "alpha"]
     # off (the default), the out-of-scope hit takes its place and eligibility rules it out
-    default = select(mini_request("C2"), index)
-    assert rec(default, "b-rule").reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE
+    off = select(mini_request("C2"), index)
+    assert rec(off, "b-rule").reason_code == ReasonCode.OUT_OF_PROJECT_SCOPE
 
 
 def test_an_out_of_scope_successor_pulled_into_the_pool_is_ruled_out_of_scope():
@@ -503,7 +504,8 @@ def test_budget_admits_whole_rendered_items_and_records_the_budget_state():
 
 
 def test_budget_omission_is_not_a_policy_rejection(index):
-    r = select(mini_request("C2", budget=0), index)
+    # scope at retrieval off, so the out-of-scope unit reaches eligibility and is ruled out there
+    r = select(mini_request("C2", budget=0), index, EngineConfig(scope_at_retrieval=False))
     assert r.bundle.items == () and r.bundle.rendered == "" and r.bundle.tokens == 0
     dispositions = {c.unit_id: (c.disposition, c.eligible) for c in r.trace.candidates}
     assert dispositions["a-rule"] == ("budget_omitted", True)
@@ -743,6 +745,12 @@ def test_a_scope_naming_no_loaded_project_admits_nothing_and_says_why(index):
     """Scoping fails closed: a scope the corpus cannot meet admits no unit, never every unit, and
     each rejection names the scope (the frame validator refuses an empty or undeclared scope first)."""
     nowhere = replace(ALPHA, scope=("nowhere",))
+    r = select(mini_request("C6", frame=nowhere), index, EngineConfig(scope_at_retrieval=True))
+    # scoped retrieval ranks the scope's units, none: the pool is empty and the trace says so
+    assert not r.trace.candidates and not r.bundle.items
+    detail = dict(next(st for st in r.trace.stages if st.stage == "retrieval").detail)
+    assert detail["scope_units"] == "0" and detail["retrieved"] == "0"
+    # with scope at retrieval off (the default), every hit is a candidate, ruled out by the scope rule
     r = select(mini_request("C6", frame=nowhere), index)
     assert r.trace.candidates and not r.bundle.items and r.trace.admitted_unit_ids() == ()
     for record in r.trace.candidates:
@@ -792,3 +800,24 @@ def test_bundle_order_is_frame_policy_and_the_trace_names_the_rule(index):
     )
     if set(other.bundle.unit_ids()) == set(stable.bundle.unit_ids()):
         assert other.bundle.rendered == stable.bundle.rendered
+
+
+def test_a_project_in_a_store_of_many_is_retrieved_from_its_own_rows():
+    # twelve projects writing the same words: one project's C2 pool is its own units only, and the
+    # trace says how many units the scoped search ranked instead of counting what it never saw
+    words = "baseline retrieval budget scope store frame trace ledger".split()
+    units = [
+        mk(f"{p}-u{i}", " ".join(words[(n + i + j) % 8] for j in range(4)), "note", project=p)
+        for n, p in enumerate(["alpha", *(f"other{k:02d}" for k in range(11))])
+        for i in range(4)
+    ]
+    index = CorpusIndex.build(units)
+    r = select(mini_request("C2", query="baseline retrieval budget"), index,
+               EngineConfig(scope_at_retrieval=True))
+    assert r.trace.candidates and all(c.project == "alpha" for c in r.trace.candidates)
+    detail = dict(next(st for st in r.trace.stages if st.stage == "retrieval").detail)
+    assert detail["scope_units"] == "4" and "out_of_scope_skipped" not in detail
+    unscoped = select(mini_request("C2", query="baseline retrieval budget"), index,
+                      EngineConfig(scope_at_retrieval=False))
+    assert sum(c.project == "alpha" for c in unscoped.trace.candidates) < len(r.trace.candidates) \
+        or len(unscoped.trace.candidates) > len(r.trace.candidates)

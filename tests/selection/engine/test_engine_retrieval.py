@@ -131,3 +131,52 @@ def test_rrf_sums_reciprocal_ranks_with_k_60_and_breaks_ties_by_key():
     assert [k for k, _ in fused] == ["a", "c", "b"]
     tie = rrf([["y"], ["x"]])
     assert [k for k, _ in tie] == ["x", "y"]
+
+
+def _many_projects(projects: int = 12, per_project: int = 6) -> tuple[list[Unit], np.ndarray]:
+    """Projects that share one vocabulary: every project writes about the same things."""
+    words = "baseline retrieval budget scope store frame trace ledger pool rank".split()
+    units = [
+        Unit(
+            id=f"p{p:02d}-u{i}",
+            project=f"p{p:02d}",
+            evidence_class="note",
+            text=" ".join(words[(p + i + j) % len(words)] for j in range(3 + (p * i) % 5)),
+        )
+        for p in range(projects)
+        for i in range(per_project)
+    ]
+    return units, hash_vectors([u.text for u in units])
+
+
+def test_a_small_scope_is_searched_by_its_rows_with_the_full_scans_scores_and_ties():
+    from selection.engine.index import IvfSearcher, searched_by_rows
+    from selection.engine.retrieval import search
+    from selection.engine.types import EngineConfig
+
+    units, vectors = _many_projects()
+    exact = CorpusIndex.build(units, vectors)
+    ivf = CorpusIndex.build(units, vectors, dense_threshold=10)
+    assert isinstance(ivf.dense, IvfSearcher)
+    config = EngineConfig(lexical_k=4, dense_k=4, pool_size=6)
+    scope = frozenset({"p03"})
+    rows, mask = exact.scope_rows(scope), exact.scope_mask(scope)
+    assert rows.tolist() == np.flatnonzero(mask).tolist() and searched_by_rows(rows, len(exact))
+    query = "baseline retrieval scope"
+    vector = hash_vectors([query])[0]
+    masked = search(exact, query, vector, config, allowed=mask)  # the full scan, masked
+    by_rows = search(exact, query, vector, config, allowed=mask, rows=rows)
+    assert by_rows.searched == rows.size and masked.skipped  # the full scan saw other projects
+    assert by_rows.skipped == frozenset()  # the rows search never scored them
+    assert by_rows.lexical.tolist() == masked.lexical.tolist()
+    assert by_rows.dense_top.tolist() == masked.dense_top.tolist()
+    assert by_rows.fused == masked.fused
+    full = exact.bm25.scores(tokenise(query))
+    for pos in range(len(exact)):  # in scope or not, the same bits as the full scan
+        assert by_rows.bm25[pos] == full[pos]
+        assert by_rows.dense.score(pos) == pytest.approx(float(masked.dense.score(pos)), abs=1e-6)
+    assert by_rows.bm25[rows].tolist() == full[rows].tolist()
+    # an approximate searcher is exact over a small scope's rows
+    on_ivf = search(ivf, query, vector, config, allowed=mask, rows=rows)
+    assert on_ivf.fused == masked.fused
+    assert all(units[p].project == "p03" for p, _ in by_rows.fused)

@@ -1,0 +1,89 @@
+"""Scope at retrieval at a hundred projects (issue 15 item 5): one project's C6 selections inside a
+store of 100 projects that share one vocabulary, against the same project's units alone.
+
+Every project of the store writes on every topic with the same words and the same embedding
+centres, so query-only retrieval finds every project's units on the query's topic. The figures:
+must-include recall (the task's `must` units admitted, folded ones included) and select() latency
+of the same requests against both indexes, with scope at retrieval on, timed alternately so the
+machine's load falls on both alike; and, for contrast, the store's recall with scope at retrieval
+off (the engine's default: out-of-scope hits take the pool's places and eligibility rules them
+out). No database.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from selection.engine.index import CorpusIndex
+from selection.engine.pipeline import select
+from selection.engine.types import EngineConfig, SelectionRequest
+
+from .generator import BenchTask, generate
+from .selection_latency import engine_requests
+from .stats import summary
+
+PROJECTS = 100
+RECALL_TOLERANCE = 0.0  # the store's recall equals the project's alone
+P95_RATIO_MAX = 1.2  # the store's C6 p95 / the project's alone (issue 15: within 20 %)
+
+
+def must_recall(result, must: tuple[str, ...]) -> float:
+    admitted = {uid for item in result.bundle.items for uid in item.sources}
+    return sum(1 for uid in must if uid in admitted) / len(must) if must else 1.0
+
+
+def time_scoped(per_project: int, seed: int, tasks: int, samples: int) -> dict:
+    """Recall and latency of one project's C6 tasks in the 100-project store and alone."""
+    size = PROJECTS * per_project
+    begun = time.perf_counter()
+    store = generate(size, seed=seed, tasks=0, projects=PROJECTS, shared_topics=True)
+    project = store.slugs[0]
+    work: list[BenchTask] = store.project_tasks(project, tasks)
+    generate_s = time.perf_counter() - begun
+    begun = time.perf_counter()
+    store_index = CorpusIndex.build(store.units, store.vectors)
+    rows = [i for i, unit in enumerate(store.units) if unit.project == project]
+    alone_index = CorpusIndex.build([store.units[i] for i in rows], store.vectors[rows])
+    build_s = time.perf_counter() - begun
+    store.tasks = work
+    requests = engine_requests(store, "C6")
+    scoped, unscoped = EngineConfig(scope_at_retrieval=True), EngineConfig(scope_at_retrieval=False)
+
+    recall_store, recall_alone, recall_unscoped, same_bundle = [], [], [], []
+    for task, request in zip(work, requests, strict=True):
+        in_store, alone = select(request, store_index, scoped), select(request, alone_index, scoped)
+        recall_store.append(must_recall(in_store, task.must))
+        recall_alone.append(must_recall(alone, task.must))
+        recall_unscoped.append(must_recall(select(request, store_index, unscoped), task.must))
+        same_bundle.append(in_store.bundle.digest == alone.bundle.digest)
+
+    timed_store, timed_alone = [], []
+    for i in range(samples):
+        request: SelectionRequest = requests[i % len(requests)]
+        first, second = (store_index, timed_store), (alone_index, timed_alone)
+        for index, out in (first, second) if i % 2 == 0 else (second, first):
+            start = time.perf_counter()
+            select(request, index, scoped)
+            out.append((time.perf_counter() - start) * 1e3)
+    store_t, alone_t = summary(timed_store), summary(timed_alone)
+    retrieval = select(requests[0], store_index, scoped).trace
+    counts = dict(next(st for st in retrieval.stages if st.stage == "retrieval").detail)
+    return {
+        "projects": PROJECTS,
+        "units": size,
+        "project": project,
+        "project_units": len(rows),
+        "tasks": len(work),
+        "generate_s": round(generate_s, 2),
+        "index_build_s": round(build_s, 2),
+        "recall_store": round(float(np.mean(recall_store)), 4),
+        "recall_alone": round(float(np.mean(recall_alone)), 4),
+        "recall_store_unscoped": round(float(np.mean(recall_unscoped)), 4),
+        "same_bundle": round(float(np.mean(same_bundle)), 4),
+        "store": store_t,
+        "alone": alone_t,
+        "p95_ratio": round(store_t["p95_ms"] / alone_t["p95_ms"], 3),
+        "scope_units": int(counts.get("scope_units", 0)),
+    }
