@@ -258,14 +258,12 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
         projects[spec.slug] = project
         first_versions[spec.slug] = version
 
-    def unit_rows():
-        pairs = zip(data.units, vectors or [None] * len(data.units), strict=True)
-        for count, (record, vector) in enumerate(pairs, start=1):
-            yield _unit_copy_row(corpus, projects, record, vector)
-            if count % WRITE_BATCH == 0 or count == len(data.units):
-                advanced(count % WRITE_BATCH or WRITE_BATCH)
-
-    units_copy(unit_rows())
+    # one COPY per batch, the progress said between them: a progress callback may write to the
+    # database (a job's row), which it cannot while a COPY holds the connection
+    pairs = list(zip(data.units, vectors or [None] * len(data.units), strict=True))
+    for batch in _batches(pairs):
+        units_copy(_unit_copy_row(corpus, projects, record, vector) for record, vector in batch)
+        advanced(len(batch))
     created = dict(MemoryUnit.objects.filter(corpus=corpus).values_list("uid", "id"))
     with connection.cursor() as cursor, cursor.cursor.copy(
         f"COPY {UnitLink._meta.db_table} (source_id, target_id, kind, position) FROM STDIN"
