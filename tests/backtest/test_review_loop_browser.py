@@ -117,7 +117,8 @@ def _walk(url, other, before, browser, browser_login):
     assert f"Replaces proposal #{first.pk}" in css(browser, "#lineage").text
     split = Proposal.objects.get(supersedes=first)
     assert split.patch == {"class_pull": 5} and split.base_version_id == before.pk
-    assert Proposal.objects.get(pk=first.pk).state == ProposalState.CLOSED
+    closed = Proposal.objects.get(pk=first.pk)
+    assert closed.state == ProposalState.CLOSED and f"as proposal #{split.pk}" in closed.closure.reason
     row = _backtest_ends_in_place(browser)
     assert "passed" in row, row
     browser_login.logout()
