@@ -14,7 +14,7 @@ from authority.selectors import current_frame_version
 from governance.models import Proposal, ProposalState
 from tests.browser import css, wait_for
 
-from .conftest import proposal
+from .conftest import proposal, wait_finished
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -111,3 +111,7 @@ def test_a_stale_proposal_is_resubmitted_over_current_and_promoted(
     rollback = Proposal.objects.get(kind="rollback")
     assert rollback.frame_version.snapshot == current.snapshot and rollback.base_version_id == fresh.frame_version_id
     assert f"Restores v{current.number}" in css(browser, "#lineage").text
+    # the rollback's backtest runs on the session's worker: let it end before the database is
+    # flushed under it
+    for backtest in rollback.backtests.all():
+        wait_finished(backtest.pk, timeout=300)
