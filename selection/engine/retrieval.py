@@ -46,7 +46,7 @@ class QueryHits:
     dense: DenseHits | None  # top positions and any unit's cosine; None without a vector
     dense_top: np.ndarray
     fused: list[tuple[int, float]]  # truncated to the pool size
-    skipped: frozenset[int] = frozenset()  # out-of-scope hits the scoped search left out
+    skipped: frozenset[int] = frozenset()  # out-of-scope units of the unscoped lexical list
     searched: int | None = None  # units the scoped search ranked (the scope's); None: unscoped
 
     def bm25_scores(self, positions: Sequence[int]) -> list[float]:
@@ -71,20 +71,13 @@ def search(
 ) -> QueryHits:
     """BM25 and dense hits for one text; `dense` may pass every cosine, computed elsewhere.
 
-    With `allowed` (a boolean mask over positions: the frame's scope), both retrievers rank only
-    allowed units, so out-of-scope hits never take a place in the pool. With `rows` too (the
-    allowed positions, ascending) and a scope of at most 1/SCOPE_ROWS_SHARE of the corpus, only
-    those rows are scored (BM25 by binary search into each term's postings, exact cosine over the
-    rows): the search never sees an out-of-scope unit. Otherwise the full search is masked, and
-    `skipped` holds the out-of-scope units the unrestricted lists would have held."""
+    With `allowed` (a boolean mask over positions: the frame's scope; `rows`, its positions
+    ascending, when the caller has them), both retrievers rank only allowed units, so out-of-scope
+    hits never take a place in the pool (_search_scope)."""
     tokens = tokenise(text)
-    if allowed is not None and rows is not None and dense is None and searched_by_rows(rows, len(index)):
-        return _search_rows(index, tokens, vector, config, allowed, rows)
-    bm25 = index.bm25.search(tokens, config.lexical_k)
-    skipped: set[int] = set()
     if allowed is not None:
-        skipped.update(int(p) for p in bm25.top if not allowed[p])
-        bm25 = index.bm25.search(tokens, config.lexical_k, allowed=allowed)
+        return _search_scope(index, tokens, vector, config, dense, allowed, rows)
+    bm25 = index.bm25.search(tokens, config.lexical_k)
     lexical = bm25.top
     hits: DenseHits | None = None
     if dense is not None:
@@ -97,14 +90,7 @@ def search(
         else:
             full = np.asarray(searcher.scores(query))
             hits = DenseHits(top_k(full, config.dense_k), full=full)
-        if allowed is not None:
-            skipped.update(int(p) for p in hits.top if not allowed[p])
-            hits = _in_scope(searcher, query, hits, allowed, config.dense_k)
-    if hits is not None and allowed is not None and dense is not None:
-        skipped.update(int(p) for p in hits.top if not allowed[p])
-        hits = hits.with_top(_masked_top(dense, allowed, config.dense_k))
-    searched = None if allowed is None else int(np.count_nonzero(allowed))
-    return _fuse(bm25, lexical, hits, config, frozenset(skipped), searched)
+    return _fuse(bm25, lexical, hits, config, frozenset(), None)
 
 
 def _fuse(bm25, lexical, hits, config, skipped, searched) -> QueryHits:
@@ -119,25 +105,38 @@ def _fuse(bm25, lexical, hits, config, skipped, searched) -> QueryHits:
     return QueryHits(bm25, lexical, hits, dense_top, fused[: config.pool_size], skipped, searched)
 
 
-def _search_rows(index: CorpusIndex, tokens, vector, config: EngineConfig, allowed, rows) -> QueryHits:
-    """Both retrievers over a scope's rows only (see search); ties by position, as unscoped."""
-    bm25 = ScopedScores(index, tokens, rows)
+def _search_scope(index: CorpusIndex, tokens, vector, config: EngineConfig, dense, allowed, rows) -> QueryHits:
+    """Both retrievers over a scope only; ties by position, as unscoped.
+
+    BM25 scores the scope's units with the scope's own statistics (ScopedScores: the scores an
+    index of the scope alone gives). Dense: a scope of at most 1/SCOPE_ROWS_SHARE of the corpus
+    and SCOPE_ROWS_MAX units is scored by its rows (exact cosine, even on an IVF corpus); a larger
+    one by the searcher's scan, masked (_in_scope). `skipped`: the out-of-scope units of the
+    unscoped lexical list (the store's top lexical_k), the hits the pool did not spend a place on
+    (the unscoped dense list is not searched for it: that is the scan the rows path avoids)."""
+    rows = np.flatnonzero(allowed) if rows is None else rows
+    bm25 = ScopedScores(index, tokens, rows, allowed)
     lexical = rows[top_k(bm25.local, config.lexical_k, positive_only=True)]
+    unscoped = index.bm25.search(tokens, config.lexical_k).top
+    skipped = frozenset(int(p) for p in unscoped[~allowed[unscoped]])
     hits: DenseHits | None = None
     searcher = index.dense
-    if vector is not None and searcher is not None:
+    if dense is not None:
+        hits = DenseHits(_masked_top(dense, allowed, config.dense_k), full=dense)
+    elif vector is not None and searcher is not None:
         query = normalise_vector(vector, searcher.dimension)
         cosines = getattr(searcher, "cosines", None)
-        if cosines is None:  # a searcher that cannot score given rows: mask its full scan
-            full = np.asarray(searcher.scores(query))
-            hits = DenseHits(_masked_top(full, allowed, config.dense_k), full=full)
-        else:
+        if cosines is not None and searched_by_rows(rows, len(index)):
             local = np.asarray(cosines(query, rows))
-            chosen = top_k(local, config.dense_k)
-            top = rows[chosen]
+            top = rows[top_k(local, config.dense_k)]
             known = dict(zip(rows.tolist(), local.tolist(), strict=True))  # no row scored twice
             hits = DenseHits(top, known=known, exact=lambda positions: cosines(query, positions))
-    return _fuse(bm25, lexical, hits, config, frozenset(), int(rows.size))
+        elif hasattr(searcher, "search"):
+            hits = _in_scope(searcher, query, searcher.search(query, config.dense_k), allowed, config.dense_k)
+        else:
+            full = np.asarray(searcher.scores(query))
+            hits = DenseHits(_masked_top(full, allowed, config.dense_k), full=full)
+    return _fuse(bm25, lexical, hits, config, skipped, int(rows.size))
 
 
 def _masked_top(full: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
@@ -298,10 +297,8 @@ def build_pool(
     pool.counts["retrieved"] = n
     if rows is not None:
         pool.counts["scope_units"] = int(rows.size)  # what the scoped search ranked
-        if not searched_by_rows(rows, len(index)):
-            # a masked full scan sees the out-of-scope hits it leaves out; a search of the scope's
-            # own rows never scores them, so there is nothing to count
-            pool.counts["out_of_scope_skipped"] = len(skipped)
+        # the out-of-scope hits of the unscoped lexical lists, which took no place in the pool
+        pool.counts["out_of_scope_skipped"] = len(skipped)
 
     if condition.recency:
         added = 0

@@ -802,22 +802,36 @@ def test_bundle_order_is_frame_policy_and_the_trace_names_the_rule(index):
         assert other.bundle.rendered == stable.bundle.rendered
 
 
-def test_a_project_in_a_store_of_many_is_retrieved_from_its_own_rows():
-    # twelve projects writing the same words: one project's C2 pool is its own units only, and the
-    # trace says how many units the scoped search ranked instead of counting what it never saw
-    words = "baseline retrieval budget scope store frame trace ledger".split()
+def test_a_project_in_a_store_of_many_selects_as_it_would_alone():
+    # twelve projects writing the same words: one project's scoped pool is its own units only, its
+    # BM25 scores are those of an index of its units alone (the scope's own idf and average length,
+    # bit for bit), so its bundle is the one it would get alone; the trace counts the out-of-scope
+    # hits of the unscoped lexical list that took no place in the pool
+    rng = random.Random(5)
+    words = ("baseline retrieval budget scope store frame trace ledger mechanism result "
+             "eval pool index query corpus bundle").split()
+    classes = ("result", "decision", "todo", "note")
     units = [
-        mk(f"{p}-u{i}", " ".join(words[(n + i + j) % 8] for j in range(4)), "note", project=p)
-        for n, p in enumerate(["alpha", *(f"other{k:02d}" for k in range(11))])
-        for i in range(4)
+        mk(f"{p}-u{i:02d}", " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))),
+           classes[i % 4], project=p, age=rng.randint(1, 40))
+        for p in ["alpha", *(f"other{k:02d}" for k in range(11))]
+        for i in range(10)
     ]
-    index = CorpusIndex.build(units)
-    r = select(mini_request("C2", query="baseline retrieval budget"), index,
-               EngineConfig(scope_at_retrieval=True))
-    assert r.trace.candidates and all(c.project == "alpha" for c in r.trace.candidates)
-    detail = dict(next(st for st in r.trace.stages if st.stage == "retrieval").detail)
-    assert detail["scope_units"] == "4" and "out_of_scope_skipped" not in detail
-    unscoped = select(mini_request("C2", query="baseline retrieval budget"), index,
-                      EngineConfig(scope_at_retrieval=False))
-    assert sum(c.project == "alpha" for c in unscoped.trace.candidates) < len(r.trace.candidates) \
-        or len(unscoped.trace.candidates) > len(r.trace.candidates)
+    store = CorpusIndex.build(units)
+    alone = CorpusIndex.build([u for u in units if u.project == "alpha"])
+    scoped = EngineConfig(scope_at_retrieval=True)
+    for condition in ("C2", "C4", "C6"):
+        in_store = select(mini_request(condition), store, scoped)
+        by_itself = select(mini_request(condition), alone, scoped)
+        assert in_store.bundle.digest == by_itself.bundle.digest, condition
+        assert all(c.project == "alpha" for c in in_store.trace.candidates)
+        assert [(c.unit_id, c.retrieval.bm25_score) for c in in_store.trace.candidates] == [
+            (c.unit_id, c.retrieval.bm25_score) for c in by_itself.trace.candidates
+        ]
+        detail = dict(next(st for st in in_store.trace.stages if st.stage == "retrieval").detail)
+        assert detail["scope_units"] == "10"
+        # 110 of the 120 units are others' and write the same words: the unscoped lexical list's
+        # out-of-scope hits are counted, never pooled
+        assert 0 < int(detail["out_of_scope_skipped"]) <= EngineConfig().lexical_k * 2
+    unscoped = select(mini_request("C2"), store, EngineConfig(scope_at_retrieval=False))
+    assert any(c.project != "alpha" for c in unscoped.trace.candidates)

@@ -149,34 +149,48 @@ def _many_projects(projects: int = 12, per_project: int = 6) -> tuple[list[Unit]
     return units, hash_vectors([u.text for u in units])
 
 
-def test_a_small_scope_is_searched_by_its_rows_with_the_full_scans_scores_and_ties():
-    from selection.engine.index import IvfSearcher, searched_by_rows
+def test_a_scope_is_searched_with_its_own_statistics_as_an_index_of_its_units_alone():
+    """Scoped search ranks only the scope's units, with BM25 over the scope's own idf and average
+    length: its lists, its fusion and its scores are those of an index of the scope's units alone
+    (positions mapped), bit for bit, whether the scope is small (searched by its rows) or large
+    (a masked dense scan); out-of-scope hits of the unscoped lexical list are counted."""
+    from selection.engine.index import IvfSearcher, scope_bm25, searched_by_rows
     from selection.engine.retrieval import search
     from selection.engine.types import EngineConfig
 
     units, vectors = _many_projects()
+    vector_of = {u.id: v for u, v in zip(units, vectors, strict=True)}
     exact = CorpusIndex.build(units, vectors)
     ivf = CorpusIndex.build(units, vectors, dense_threshold=10)
     assert isinstance(ivf.dense, IvfSearcher)
     config = EngineConfig(lexical_k=4, dense_k=4, pool_size=6)
-    scope = frozenset({"p03"})
-    rows, mask = exact.scope_rows(scope), exact.scope_mask(scope)
-    assert rows.tolist() == np.flatnonzero(mask).tolist() and searched_by_rows(rows, len(exact))
     query = "baseline retrieval scope"
-    vector = hash_vectors([query])[0]
-    masked = search(exact, query, vector, config, allowed=mask)  # the full scan, masked
-    by_rows = search(exact, query, vector, config, allowed=mask, rows=rows)
-    assert by_rows.searched == rows.size and masked.skipped  # the full scan saw other projects
-    assert by_rows.skipped == frozenset()  # the rows search never scored them
-    assert by_rows.lexical.tolist() == masked.lexical.tolist()
-    assert by_rows.dense_top.tolist() == masked.dense_top.tolist()
-    assert by_rows.fused == masked.fused
-    full = exact.bm25.scores(tokenise(query))
-    for pos in range(len(exact)):  # in scope or not, the same bits as the full scan
-        assert by_rows.bm25[pos] == full[pos]
-        assert by_rows.dense.score(pos) == pytest.approx(float(masked.dense.score(pos)), abs=1e-6)
-    assert by_rows.bm25[rows].tolist() == full[rows].tolist()
+    tokens, vector = tokenise(query), hash_vectors([query])[0]
+    small, large = frozenset({"p03"}), frozenset(f"p{p:02d}" for p in range(6))
+    for scope in (small, large):
+        rows, mask = exact.scope_rows(scope), exact.scope_mask(scope)
+        assert rows.tolist() == np.flatnonzero(mask).tolist()
+        assert searched_by_rows(rows, len(exact)) == (scope == small)
+        mine = [exact.units[p] for p in rows]
+        alone = CorpusIndex.build(mine, np.stack([vector_of[u.id] for u in mine]))
+        hits = search(exact, query, vector, config, allowed=mask, rows=rows)
+        reference = search(alone, query, vector, config)
+        assert hits.searched == rows.size
+        assert hits.lexical.tolist() == rows[reference.lexical].tolist()
+        assert hits.dense_top.tolist() == rows[reference.dense_top].tolist()
+        assert hits.fused == [(int(rows[p]), score) for p, score in reference.fused]
+        assert hits.bm25[rows].tolist() == alone.bm25.scores(tokens).tolist()
+        # an out-of-scope unit (a pulled successor) is scored on demand with the same statistics
+        stats = scope_bm25(exact, rows, mask)
+        assert stats.scores_at(stats.tids(tokens), rows).tolist() == hits.bm25[rows].tolist()
+        outside = np.flatnonzero(~mask)
+        assert hits.bm25.scores(outside).tolist() == stats.scores_at(stats.tids(tokens), outside).tolist()
+        # the unscoped lexical list's out-of-scope hits took no place and are counted
+        unscoped = exact.bm25.search(tokens, config.lexical_k).top
+        assert hits.skipped == frozenset(int(p) for p in unscoped if not mask[p]) != frozenset()
+        assert all(mask[p] for p, _ in hits.fused)
     # an approximate searcher is exact over a small scope's rows
-    on_ivf = search(ivf, query, vector, config, allowed=mask, rows=rows)
-    assert on_ivf.fused == masked.fused
-    assert all(units[p].project == "p03" for p, _ in by_rows.fused)
+    rows, mask = exact.scope_rows(small), exact.scope_mask(small)
+    assert search(ivf, query, vector, config, allowed=mask, rows=rows).fused == search(
+        exact, query, vector, config, allowed=mask, rows=rows
+    ).fused
