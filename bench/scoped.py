@@ -3,11 +3,15 @@ store of 100 projects that share one vocabulary, against the same project's unit
 
 Every project of the store writes on every topic with the same words and the same embedding
 centres, so query-only retrieval finds every project's units on the query's topic. The figures:
-must-include recall (the task's `must` units admitted, folded ones included) and select() latency
-of the same requests against both indexes, with scope at retrieval on, timed alternately so the
-machine's load falls on both alike; and, for contrast, the store's recall with scope at retrieval
-off (the engine's default: out-of-scope hits take the pool's places and eligibility rules them
-out). No database.
+must-include recall (the task's `must` units admitted, folded ones included), the share of tasks
+whose bundle is byte-identical both ways, and select() latency of the same requests against both
+indexes (wall clock, and the thread's CPU time, which the machine's other load does not inflate),
+with scope at retrieval on, timed alternately so the machine's load falls on both alike; and, for
+contrast, the store's recall with scope at retrieval off (the engine's default: out-of-scope hits
+take the pool's places and eligibility rules them out). No database.
+
+`python -m bench.scoped [PER_PROJECT [TASKS [SAMPLES]]]` runs this part alone and prints its
+targets (`manage.py bench` runs it after the sizes and checks the same targets).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from .stats import summary
 
 PROJECTS = 100
 RECALL_TOLERANCE = 0.0  # the store's recall equals the project's alone
+SAME_BUNDLE_MIN = 1.0  # and so does every bundle (the scope's own BM25 statistics: same scores)
 P95_RATIO_MAX = 1.2  # the store's C6 p95 / the project's alone (issue 15: within 20 %)
 
 
@@ -59,15 +64,17 @@ def time_scoped(per_project: int, seed: int, tasks: int, samples: int) -> dict:
         recall_unscoped.append(must_recall(select(request, store_index, unscoped), task.must))
         same_bundle.append(in_store.bundle.digest == alone.bundle.digest)
 
-    timed_store, timed_alone = [], []
+    timed_store, timed_alone, cpu_store, cpu_alone = [], [], [], []
     for i in range(samples):
         request: SelectionRequest = requests[i % len(requests)]
-        first, second = (store_index, timed_store), (alone_index, timed_alone)
-        for index, out in (first, second) if i % 2 == 0 else (second, first):
-            start = time.perf_counter()
+        first, second = (store_index, timed_store, cpu_store), (alone_index, timed_alone, cpu_alone)
+        for index, out, cpu in (first, second) if i % 2 == 0 else (second, first):
+            start, start_cpu = time.perf_counter(), time.thread_time()
             select(request, index, scoped)
+            cpu.append((time.thread_time() - start_cpu) * 1e3)
             out.append((time.perf_counter() - start) * 1e3)
     store_t, alone_t = summary(timed_store), summary(timed_alone)
+    store_cpu, alone_cpu = summary(cpu_store), summary(cpu_alone)
     retrieval = select(requests[0], store_index, scoped).trace
     counts = dict(next(st for st in retrieval.stages if st.stage == "retrieval").detail)
     return {
@@ -85,5 +92,57 @@ def time_scoped(per_project: int, seed: int, tasks: int, samples: int) -> dict:
         "store": store_t,
         "alone": alone_t,
         "p95_ratio": round(store_t["p95_ms"] / alone_t["p95_ms"], 3),
+        "store_cpu": store_cpu,
+        "alone_cpu": alone_cpu,
+        "p95_ratio_cpu": round(store_cpu["p95_ms"] / alone_cpu["p95_ms"], 3),
         "scope_units": int(counts.get("scope_units", 0)),
+        "out_of_scope_skipped": int(counts.get("out_of_scope_skipped", 0)),
     }
+
+
+def targets(scoped: dict) -> list[dict]:
+    """Issue 15 item 5's targets on a time_scoped() result: the store's must-include recall equals
+    the project's alone (and, stronger, every bundle does), at a p95 within 20 % (wall clock)."""
+    at = f"in a {scoped['projects']}-project store of {scoped['units']} units"
+    gap = round(abs(scoped["recall_store"] - scoped["recall_alone"]), 4)
+    return [
+        check(f"|C6 must-include recall {at} - alone|", gap, "<=", RECALL_TOLERANCE, ""),
+        check(f"C6 bundles {at} identical to alone (share)", scoped["same_bundle"], ">=",
+              SAME_BUNDLE_MIN, ""),
+        check(f"C6 p95 {at} / alone", scoped["p95_ratio"], "<=", P95_RATIO_MAX, "x"),
+    ]
+
+
+def check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
+    met = value <= limit if op == "<=" else value >= limit
+    return {"target": name, "value": value, "limit": f"{op} {limit} {unit}", "met": bool(met)}
+
+
+def describe(scoped: dict) -> str:
+    return (
+        f"[scoped] {scoped['project']} ({scoped['project_units']} units) in a "
+        f"{scoped['projects']}-project store of {scoped['units']} units sharing one vocabulary: "
+        f"C6 recall {scoped['recall_store']} (alone {scoped['recall_alone']}; scope at retrieval "
+        f"off {scoped['recall_store_unscoped']}); same bundle {scoped['same_bundle']}; p95 "
+        f"{scoped['store']['p95_ms']} ms (alone {scoped['alone']['p95_ms']} ms, ratio "
+        f"{scoped['p95_ratio']}); CPU p95 {scoped['store_cpu']['p95_ms']} ms (alone "
+        f"{scoped['alone_cpu']['p95_ms']} ms, ratio {scoped['p95_ratio_cpu']}); out-of-scope hits "
+        f"skipped in the first task's retrieval {scoped['out_of_scope_skipped']}"
+    )
+
+
+if __name__ == "__main__":  # python -m bench.scoped [PER_PROJECT [TASKS [SAMPLES]]]
+    import json
+    import sys
+
+    from threadpoolctl import threadpool_limits
+
+    args = [int(a) for a in sys.argv[1:4]]
+    per_project, tasks, samples = (args + [200, 32, 256][len(args):])[:3]
+    with threadpool_limits(1):
+        result = time_scoped(per_project, 7, tasks, samples)
+    print(describe(result))
+    for item in targets(result):
+        print(f"target {'MET   ' if item['met'] else 'MISSED'} {item['target']}: {item['value']} "
+              f"(limit {item['limit']})")
+    print(json.dumps(result))

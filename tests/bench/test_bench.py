@@ -88,14 +88,18 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     scoped = doc["scoped"]
     assert scoped["projects"] == 100 and scoped["units"] == 4000 and scoped["tasks"] == 4
     assert scoped["scope_units"] == scoped["project_units"] > 0  # the search ranked its rows only
-    for side in ("store", "alone"):
+    for side in ("store", "alone", "store_cpu", "alone_cpu"):
         assert 0 < scoped[side]["p50_ms"] <= scoped[side]["p95_ms"] and scoped[side]["n"] == 12
     for key in ("recall_store", "recall_alone", "recall_store_unscoped", "same_bundle"):
         assert 0 <= scoped[key] <= 1
+    # the scope's own BM25 statistics: the project's bundles in the store are its bundles alone
+    assert scoped["recall_store"] == scoped["recall_alone"] and scoped["same_bundle"] == 1.0
+    assert scoped["out_of_scope_skipped"] > 0  # the unscoped lexical list's other projects' hits
     assert scoped["p95_ratio"] == pytest.approx(
         scoped["store"]["p95_ms"] / scoped["alone"]["p95_ms"], rel=1e-2)
     assert {check["target"] for check in doc["targets"]} >= {
         "|C6 must-include recall in a 100-project store of 4000 units - alone|",
+        "C6 bundles in a 100-project store of 4000 units identical to alone (share)",
         "C6 p95 in a 100-project store of 4000 units / alone"}
     out = capsys.readouterr().out
     assert "[scoped]" in out and "100-project store of 4000 units" in out
