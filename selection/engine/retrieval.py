@@ -132,7 +132,7 @@ def _search_scope(index: CorpusIndex, tokens, vector, config: EngineConfig, dens
             known = dict(zip(rows.tolist(), local.tolist(), strict=True))  # no row scored twice
             hits = DenseHits(top, known=known, exact=lambda positions: cosines(query, positions))
         elif hasattr(searcher, "search"):
-            hits = _in_scope(searcher, query, searcher.search(query, config.dense_k), allowed, config.dense_k)
+            hits = _in_scope(searcher, query, allowed, config.dense_k)
         else:
             full = np.asarray(searcher.scores(query))
             hits = DenseHits(_masked_top(full, allowed, config.dense_k), full=full)
@@ -146,16 +146,17 @@ def _masked_top(full: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
     return top[np.isfinite(masked[top])]
 
 
-def _in_scope(searcher, query: np.ndarray, hits: DenseHits, allowed: np.ndarray, k: int) -> DenseHits:
-    """Dense hits restricted to allowed positions: exact searchers rank every allowed cosine; one
-    with `search_scoped` filters inside its own scan (pgvector's iterative HNSW scan); any other
-    approximate one is asked for 4x more hits at a time until k allowed ones are found or the
+def _in_scope(searcher, query: np.ndarray, allowed: np.ndarray, k: int) -> DenseHits:
+    """Dense hits restricted to allowed positions: a searcher with `search_scoped` filters inside
+    its own scan (pgvector's iterative HNSW scan); exact searchers rank every allowed cosine; any
+    other approximate one is asked for 4x more hits at a time until k allowed ones are found or the
     corpus is exhausted."""
-    if hits.full is not None:
-        return hits.with_top(_masked_top(hits.full, allowed, k))
     scoped = getattr(searcher, "search_scoped", None)
     if scoped is not None:  # a searcher that filters inside its own scan (pgvector's HNSW)
         return scoped(query, k, allowed)
+    hits = searcher.search(query, k)
+    if hits.full is not None:
+        return hits.with_top(_masked_top(hits.full, allowed, k))
     want, size = k, int(getattr(searcher, "size", allowed.size))
     while True:
         top = [int(p) for p in hits.top if allowed[p]]
