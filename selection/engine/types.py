@@ -314,9 +314,10 @@ class EngineConfig:
     neighbour_pull_top: int = 10  # C5+: support/refute neighbours of this many strongest hits
     neighbour_pull_weight: float = 0.5  # C5+: a neighbour scores its strong candidate's x this
     open_loop_pull: int = 3  # C5+: open loops pulled when the work type uses unfinished work
-    # C2+: BM25 and dense search rank only in-scope units, so out-of-scope hits never take a place
-    # in the pool (off: they take their places and eligibility rules them out). Left off: on, it
-    # costs the book's C6 recall and the fixture proposals' gains (docs/results.md section 6.1)
+    # C2+: BM25 (with the scope's own statistics) and dense search rank only in-scope units, so
+    # out-of-scope hits never take a place in the pool (off: they take their places and eligibility
+    # rules them out). Left off: on, C6 recall falls on both corpora, the freed places going to
+    # in-scope units that outrank required ones (docs/results.md section 6.1)
     scope_at_retrieval: bool = False
     # the pool widens while its tail still scores near its head (widening.py): by
     # pool_widen_step places while the last in-scope retrieved unit's relevance is at least

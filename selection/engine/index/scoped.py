@@ -39,7 +39,7 @@ from .tokens import tokenise
 
 SCOPE_ROWS_SHARE = 4  # a scope of at most 1/4 of the corpus ...
 SCOPE_ROWS_MAX = 4096  # ... and at most this many units is scored by its rows (dense), else masked
-SCOPE_CACHE_POSTINGS = 1 << 21  # in-scope postings kept a scope (~32 MB); past it, per query
+SCOPE_CACHE_POSTINGS = 1 << 20  # in-scope postings kept a scope (~16 MB); past it, per query
 
 
 def searched_by_rows(rows: np.ndarray, size: int) -> bool:
