@@ -194,3 +194,31 @@ def test_a_scope_is_searched_with_its_own_statistics_as_an_index_of_its_units_al
     assert search(ivf, query, vector, config, allowed=mask, rows=rows).fused == search(
         exact, query, vector, config, allowed=mask, rows=rows
     ).fused
+
+
+def test_a_large_scopes_statistics_and_an_uncached_scope_score_as_the_scope_alone(monkeypatch):
+    """Past SCOPE_ROWS_MAX units the scope's idf is summed in (first unit, term id) order rather
+    than re-tokenising its texts (which can move a floored idf by ulps only), and past
+    SCOPE_CACHE_POSTINGS a term's in-scope postings are found again per query: the scores stay
+    those of the scope's units alone."""
+    from selection.engine.index import scoped
+
+    units, _ = _many_projects()
+    store = CorpusIndex.build(units)
+    scope = frozenset(f"p{p:02d}" for p in range(5))
+    rows, mask = store.scope_rows(scope), store.scope_mask(scope)
+    alone = CorpusIndex.build([store.units[p] for p in rows])
+    tokens = tokenise("baseline retrieval scope scope pool unknownword")
+    expected = alone.bm25.scores(tokens)
+    monkeypatch.setattr(scoped, "SCOPE_ROWS_MAX", 0)
+    monkeypatch.setattr(scoped, "SCOPE_CACHE_POSTINGS", 0)
+    stats = scoped.ScopeBM25(store, rows, mask)
+    assert stats.size == rows.size and stats.avgdl == alone.bm25.avgdl
+    words = list(alone.bm25.vocab)
+    assert len(stats.idf) == len(words)
+    assert [stats.idf[store.bm25.vocab[w]] for w in words] == pytest.approx(
+        [alone.bm25.idf[alone.bm25.vocab[w]] for w in words], rel=1e-12)
+    got = stats.scores(stats.tids(tokens))
+    assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert np.argsort(-got, kind="stable").tolist() == np.argsort(-expected, kind="stable").tolist()
+    assert stats.scores(stats.tids(tokens)).tolist() == got.tolist()  # nothing cached, same bits
