@@ -95,7 +95,7 @@ ARRAYS = "arrays.bin"
 SKELETON = "skeleton.pickle"
 META = "meta.json"
 _ALIGN = 64
-_FORMAT = "fg-index-1"
+_FORMAT = "fg-index-2"  # 2: units as columns (UnitTable)
 
 
 def _path(directory: Path, corpus_id: int, fingerprint: str) -> Path:
