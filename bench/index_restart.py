@@ -4,6 +4,10 @@ before its first selection and the memory it holds while serving (issue 17). No 
 
 The child process is started by `python -m bench.index_restart DIR`; the page cache is warm (the
 directory was just written), as after a restart on a machine that keeps running.
+
+`python -m bench.index_restart --size N [--ivf-from M]` measures this part alone on a generated
+corpus of N units (the bench's seed and tasks; the IVF from M units, 50,000 by default) and prints
+the figures as JSON, with the generation and build times of the measuring process.
 """
 
 from __future__ import annotations
@@ -121,5 +125,31 @@ def _rss_mb() -> float:
         return round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
+def _standalone(argv: list[str]) -> dict:
+    from selection.engine.index import IVF_THRESHOLD
+
+    from .generator import generate
+    from .selection_latency import engine_requests
+
+    size = int(argv[argv.index("--size") + 1])
+    ivf_from = int(argv[argv.index("--ivf-from") + 1]) if "--ivf-from" in argv else IVF_THRESHOLD
+    begun = time.process_time()
+    bench = generate(size)
+    generate_cpu_s = time.process_time() - begun
+    begun = time.process_time()
+    index = CorpusIndex.build(bench.units, bench.vectors, dense_threshold=ivf_from)
+    build_cpu_s = time.process_time() - begun
+    requests = engine_requests(bench, "C6")
+    del bench
+    out = {"units": size, "dense_searcher": index.dense.name, "generate_cpu_s": round(generate_cpu_s, 2),
+           "build_cpu_s": round(build_cpu_s, 2)}
+    out.update(time_restart(index, requests, blas_threads=1))
+    out["builder_peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
 if __name__ == "__main__":
-    print(json.dumps(_serve(Path(sys.argv[1]))))
+    if "--size" in sys.argv:
+        print(json.dumps(_standalone(sys.argv[1:]), indent=2))
+    else:
+        print(json.dumps(_serve(Path(sys.argv[1]))))
