@@ -22,11 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from selection.engine.index import CorpusIndex
+from selection.engine.index import IVF_THRESHOLD, CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest
 from selection.index_cache import read_index, write_index
 
+from .generator import generate
+from .selection_latency import engine_requests
 from .stats import summary
 
 INDEX = "index"
@@ -126,11 +128,6 @@ def _rss_mb() -> float:
 
 
 def _standalone(argv: list[str]) -> dict:
-    from selection.engine.index import IVF_THRESHOLD
-
-    from .generator import generate
-    from .selection_latency import engine_requests
-
     size = int(argv[argv.index("--size") + 1])
     ivf_from = int(argv[argv.index("--ivf-from") + 1]) if "--ivf-from" in argv else IVF_THRESHOLD
     begun = time.process_time()
