@@ -33,6 +33,9 @@ class Command(BaseCommand):
         parser.add_argument("--tasks", type=int, default=64, help="synthetic tasks per corpus")
         parser.add_argument("--samples", type=int, default=256, help="selections timed per condition")
         parser.add_argument("--reference-queries", type=int, default=24)
+        parser.add_argument("--naive-reference-max", type=int, default=100_000,
+                            help="skip the naive rank_bm25 reference above this size (it holds "
+                                 "several GB at 1M); the strong reference runs at every size")
         parser.add_argument("--e2e-runs", type=int, default=40)
         parser.add_argument("--workers", default="1,2", help="backtest worker process counts")
         parser.add_argument("--import-units", type=int, default=10_000,
@@ -63,6 +66,7 @@ class Command(BaseCommand):
             tasks=opts["tasks"],
             samples=opts["samples"],
             reference_queries=opts["reference_queries"],
+            naive_reference_max=opts["naive_reference_max"],
             e2e_runs=opts["e2e_runs"],
             workers=tuple(int(w) for w in opts["workers"].split(",") if w.strip()),
             import_units=opts["import_units"],

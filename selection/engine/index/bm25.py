@@ -4,7 +4,7 @@ top-k search with MaxScore pruning (BM25Hits)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -17,6 +17,94 @@ SEED_POSTINGS = 4  # the threshold's seed reads the best terms' postings up to t
 SEED_SHARE = 256  # ... or up to 1/SEED_SHARE of the corpus, whichever is more
 EXHAUSTIVE_SHARE = 4  # candidates beyond 1/EXHAUSTIVE_SHARE of the corpus: score every unit instead
 BOUND_SLACK = 1e-9  # relative margin on a sum of upper bounds (float rounding of <100 additions)
+BUILD_CHUNK = 1 << 22  # postings weighted at a time while building (bounds the temporaries)
+ENCODE_CHUNK = 1 << 16  # documents whose term ids are gathered in Python lists at a time
+
+
+class Ragged(Sequence):
+    """A list of 1-d arrays held as one array cut by offsets: `ragged[i]` is a view of row i.
+
+    A million-unit index has hundreds of thousands of terms; three lists of that many arrays cost
+    seconds to unpickle, one array and its offsets nothing (and map from the index cache's file).
+    """
+
+    __slots__ = ("data", "offsets")
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray):
+        self.data, self.offsets = data, offsets
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        offsets = self.offsets
+        if i < 0:
+            i += offsets.size - 1
+        return self.data[offsets[i] : offsets[i + 1]]
+
+    def __len__(self) -> int:
+        return self.offsets.size - 1
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __getstate__(self):
+        return (self.data, self.offsets)
+
+    def __setstate__(self, state):
+        self.data, self.offsets = state
+
+
+class EncodedDocs:
+    """Documents as term ids: `vocab` (term -> id, in first-occurrence order over the documents and
+    their words, as rank_bm25 meets them), each document's length, and the (document, term, term
+    frequency) pairs. Reads `docs` once, so a generator of token lists never holds them all."""
+
+    def __init__(self, docs: Iterable[Sequence[str]]):
+        vocab: dict[str, int] = {}
+        lengths: list[int] = []
+        chunks: list[np.ndarray] = []
+        pending: list[int] = []
+        for doc in docs:
+            ids = [vocab.setdefault(word, len(vocab)) for word in doc]
+            lengths.append(len(ids))
+            pending.extend(ids)
+            if len(pending) >= ENCODE_CHUNK * 16:
+                chunks.append(np.asarray(pending, dtype=np.int32))
+                pending = []
+        chunks.append(np.asarray(pending, dtype=np.int32))
+        self.vocab = vocab
+        self.size = len(lengths)
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.tokens = np.concatenate(chunks)  # every document's term ids, end to end
+        self._pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(document, term id, frequency) of each distinct term of each document, ordered by
+        document then term id."""
+        if self._pairs is None:
+            ends = np.zeros(self.size + 1, dtype=np.int64)
+            np.cumsum(self.lengths, out=ends[1:])
+            parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            for first in range(0, self.size, ENCODE_CHUNK):  # documents at a time: small sorts
+                last = min(self.size, first + ENCODE_CHUNK)
+                doc = np.repeat(np.arange(first, last, dtype=np.int64), self.lengths[first:last])
+                key = (doc << 32) | self.tokens[ends[first] : ends[last]].astype(np.int64)
+                key, tf = np.unique(key, return_counts=True)
+                parts.append(((key >> 32).astype(np.int32), (key & 0xFFFFFFFF).astype(np.int32),
+                              tf.astype(np.int32)))
+            if not parts:
+                empty = np.zeros(0, dtype=np.int32)
+                parts.append((empty, empty, empty))
+            self._pairs = tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+        return self._pairs
+
+    def distinct_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, term ids): each document's distinct term ids ascending, end to end (CSR)."""
+        doc, tid, _ = self.pairs()
+        offsets = np.zeros(self.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(doc, minlength=self.size), out=offsets[1:])
+        return offsets, tid
 
 
 class BM25Index:
@@ -25,41 +113,41 @@ class BM25Index:
     order), so scores are bit-identical while a query only touches its terms' postings."""
 
     def __init__(
-        self, docs: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
+        self,
+        docs: Iterable[Sequence[str]],
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+        *,
+        encoded: EncodedDocs | None = None,
     ):
         self.k1, self.b, self.epsilon = k1, b, epsilon
-        self.size = len(docs)
-        vocab: dict[str, int] = {}
-        df: list[int] = []
-        post_docs: list[list[int]] = []
-        post_tf: list[list[int]] = []
-        lengths = np.empty(self.size, dtype=np.int64)
-        for pos, doc in enumerate(docs):
-            lengths[pos] = len(doc)
-            counts: dict[str, int] = {}
-            for word in doc:
-                counts[word] = counts.get(word, 0) + 1
-            for word, tf in counts.items():  # first-occurrence order, as rank_bm25 builds `nd`
-                tid = vocab.get(word)
-                if tid is None:
-                    tid = vocab[word] = len(df)
-                    df.append(0)
-                    post_docs.append([])
-                    post_tf.append([])
-                df[tid] += 1
-                post_docs[tid].append(pos)
-                post_tf[tid].append(tf)
-        self.vocab = vocab
+        if encoded is None:
+            encoded = EncodedDocs(docs)
+        self.size = encoded.size
+        # term ids in first-occurrence order over the documents, as rank_bm25 builds `nd`
+        self.vocab = encoded.vocab
+        lengths = encoded.lengths
+        pair_doc, pair_tid, pair_tf = encoded.pairs()
+        # postings: each term's documents ascending, in one array per column cut by `offsets`
+        order = np.argsort(pair_tid, kind="stable")  # stable: documents stay ascending
+        df = np.bincount(pair_tid, minlength=len(self.vocab)).astype(np.int64)
+        offsets = np.zeros(len(df) + 1, dtype=np.int64)
+        np.cumsum(df, out=offsets[1:])
+        post_docs = pair_doc[order].astype(np.int64)
+        post_tf = pair_tf[order].astype(np.int32)  # half int64's memory
+        post_tid = pair_tid[order]
+        del order
         self.doc_len = lengths
         self.avgdl = (int(lengths.sum()) / self.size) if self.size else 0.0
-        self.postings = [np.asarray(d, dtype=np.int64) for d in post_docs]
-        self.tfs = [np.asarray(t, dtype=np.int32) for t in post_tf]  # half int64's memory
+        self.postings = Ragged(post_docs, offsets)
+        self.tfs = Ragged(post_tf, offsets)
         # idf exactly as BM25Okapi._calc_idf: summed in first-appearance order, negatives floored at
         # eps
         idf = [0.0] * len(df)
         idf_sum = 0.0
         negative: list[int] = []
-        for tid, freq in enumerate(df):
+        for tid, freq in enumerate(df.tolist()):
             value = math.log(self.size - freq + 0.5) - math.log(freq + 0.5)
             idf[tid] = value
             idf_sum += value
@@ -76,19 +164,24 @@ class BM25Index:
         else:
             self.norm = np.zeros(0)
         # each posting's contribution, precomputed with the very expression scores() used to
-        # evaluate per query (same float64 operations, so the same bits); a query then only adds
+        # evaluate per query (same float64 operations, element by element, so the same bits); a
+        # query then only adds
         k1p1 = k1 + 1
-        self.weights = [
-            (idf[tid] or 0) * (tf * k1p1 / (tf + self.norm[docs]))
-            for tid, (docs, tf) in enumerate(zip(self.postings, self.tfs, strict=True))
-        ]
+        weights = np.empty(post_docs.size, dtype=np.float64)
+        idf_array = np.asarray([value or 0 for value in idf], dtype=np.float64)
+        for start in range(0, post_docs.size, BUILD_CHUNK):
+            cut = slice(start, start + BUILD_CHUNK)
+            tf = post_tf[cut]
+            weights[cut] = idf_array[post_tid[cut]] * (tf * k1p1 / (tf + self.norm[post_docs[cut]]))
+        del post_tid
+        self.weights = Ragged(weights, offsets)
         # terms in more than half the units also keep a full-length row: adding it whole is a
         # contiguous pass instead of a scatter, and adding 0.0 where the term is absent changes no
         # score (x + 0.0 == x)
         self.full_rows: dict[int, np.ndarray] = {}
         if self.size >= FULL_ROW_MIN_UNITS:
             common = sorted(
-                (tid for tid, freq in enumerate(df) if freq * 2 > self.size),
+                (tid for tid, freq in enumerate(df.tolist()) if freq * 2 > self.size),
                 key=lambda tid: (-df[tid], tid),
             )[:FULL_ROW_MAX_TERMS]
             for tid in common:
@@ -96,9 +189,10 @@ class BM25Index:
                 row[self.postings[tid]] = self.weights[tid]
                 self.full_rows[tid] = row
         # each term's largest contribution to any unit: MaxScore's upper bounds (search())
-        self.term_max = np.asarray(
-            [float(w.max()) if w.size else 0.0 for w in self.weights], dtype=np.float64
-        )
+        self.term_max = np.zeros(len(df), dtype=np.float64)
+        filled = np.flatnonzero(df)
+        if filled.size:
+            self.term_max[filled] = np.maximum.reduceat(weights, offsets[filled])
 
     def describe(self) -> str:
         return f"bm25okapi(k1={self.k1},b={self.b},epsilon={self.epsilon})"

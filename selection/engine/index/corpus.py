@@ -12,10 +12,11 @@ from datetime import datetime
 import numpy as np
 
 from ..types import Unit
-from .bm25 import BM25Index
+from .bm25 import BM25Index, EncodedDocs
 from .dense import DenseSearcher, NumpyExactSearcher
 from .ivf import IvfSearcher
 from .tokens import tokenise
+from .units import UnitTable
 
 IVF_THRESHOLD = 50_000  # CorpusIndex.build picks IvfSearcher from this many vectors up
 
@@ -48,6 +49,10 @@ class CorpusIndex:
 
     Build once with CorpusIndex.build(units, vectors). Input order never matters: units are sorted
     by id, and vectors are permuted with them.
+
+    Pickled (selection/index_cache.py), the units become a UnitTable: columns, each Unit made when
+    first read, so a fresh process neither unpickles nor holds a million of them; `position` is
+    then the table's binary search over its sorted ids.
     """
 
     def __init__(
@@ -66,24 +71,13 @@ class CorpusIndex:
             raise ValueError("CorpusIndex needs units sorted by id; use CorpusIndex.build")
         self.units: tuple[Unit, ...] = tuple(units)
         self.position: dict[str, int] = {u.id: i for i, u in enumerate(self.units)}
-        tokens = [tokenise(u.text) for u in self.units]
-        self.bm25 = BM25Index(tokens, k1=k1, b=b, epsilon=epsilon)
+        # term ids straight from each text's tokens: a million units' token lists never live at once
+        encoded = EncodedDocs(tokenise(u.text) for u in self.units)
+        self.bm25 = BM25Index((), k1=k1, b=b, epsilon=epsilon, encoded=encoded)
         # distinct term ids per unit (CSR), for overlap and redundancy without per-unit sets; int32
         # ids hold half the memory of int64 (a million units carry ~40 million)
-        term_lists = [
-            np.unique(
-                np.fromiter((self.bm25.vocab[t] for t in doc), dtype=np.int32, count=len(doc))
-            )
-            for doc in tokens
-        ]
-        self.term_offsets = np.zeros(len(term_lists) + 1, dtype=np.int64)
-        if term_lists:
-            self.term_offsets[1:] = np.cumsum([t.size for t in term_lists])
-            self.terms = (
-                np.concatenate(term_lists) if self.term_offsets[-1] else np.zeros(0, dtype=np.int32)
-            )
-        else:
-            self.terms = np.zeros(0, dtype=np.int32)
+        self.term_offsets, self.terms = encoded.distinct_terms()
+        del encoded
         self.dense = dense
         if dense is not None and getattr(dense, "size", len(self.units)) != len(self.units):
             raise ValueError("dense searcher does not cover the corpus")
@@ -123,6 +117,17 @@ class CorpusIndex:
             digest.update(f"{u.id}\x00{u.project}\x00{u.evidence_class}\x00{u.text}\x01".encode())
         self.digest = digest.hexdigest()[:16]
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        if not isinstance(self.units, UnitTable):
+            state["units"] = UnitTable(self.units)
+        state["position"] = None  # the table's own id -> position
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.position = self.units.index
+
     @classmethod
     def build(
         cls,
@@ -148,8 +153,10 @@ class CorpusIndex:
             array = np.asarray(vectors)
             if array.ndim != 2 or array.shape[0] != len(units):
                 raise ValueError(f"vectors must be ({len(units)}, d), got {array.shape}")
+            # units usually arrive in id order: then no permuted copy (1.5 GB at a million)
+            ordered_already = all(i == j for i, j in enumerate(order))
             dense = dense_searcher(
-                array[np.asarray(order, dtype=np.int64)] if order else array,
+                array if ordered_already else array[np.asarray(order, dtype=np.int64)],
                 threshold=dense_threshold,
             )
         return cls(ordered, dense=dense, k1=k1, b=b, epsilon=epsilon)
@@ -162,8 +169,13 @@ class CorpusIndex:
         key = tuple(sorted(scope))
         mask = self._scope_masks.get(key)
         if mask is None:
-            projects = np.asarray([u.project for u in self.units], dtype=object)
-            mask = np.isin(projects, list(key)) if len(projects) else np.zeros(0, dtype=bool)
+            if isinstance(self.units, UnitTable):  # the project codes, no unit made
+                table = self.units
+                wanted = [code for code, name in enumerate(table.projects) if name in key]
+                mask = np.isin(table.project_codes, wanted)
+            else:
+                projects = np.asarray([u.project for u in self.units], dtype=object)
+                mask = np.isin(projects, list(key)) if len(projects) else np.zeros(0, dtype=bool)
             self._scope_masks[key] = mask
         return mask
 

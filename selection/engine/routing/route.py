@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from ..index.units import UnitTable
 from ..types import Unit
 from .codes import (
     ACTIVATION_TRIGGERS,
@@ -55,11 +56,17 @@ class RoutingCorpus:
 
     def __init__(self, units: Sequence[Unit]):
         self.units = units
-        self.superseded = superseded_ids(units)
-        self.by_id = {u.id: u for u in units}
+        if isinstance(units, UnitTable):  # a loaded index: only the units routing reads are made
+            self.superseded = units.superseded
+            self.by_id: Mapping[str, Unit] = units.by_id()
+            read: Iterable[Unit] = units.routed_units()
+        else:
+            self.superseded = superseded_ids(units)
+            self.by_id = {u.id: u for u in units}
+            read = units
         governed: dict[str, list[Unit]] = {}
         owners: dict[tuple[str, str, str], list[Unit]] = {}
-        for u in units:
+        for u in read:
             if u.id in self.superseded:
                 continue
             if u.root or u.paths:
