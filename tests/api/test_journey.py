@@ -58,7 +58,7 @@ def test_the_readme_journey(celery_worker_process, client, sift_users, capsys):
     assert trace["source"] == "api" and trace["trace"]["candidates"]
 
     proposed = lead.post(
-        "/proposals", {"project": "sift", "title": "Loosen the stop rule; design review drops design notes", "patch": PATCH}
+        "/proposals", {"project": "sift", "title": "Loosen the stop rule; design review drops notes", "patch": PATCH}
     )
     assert proposed.status_code == 201, proposed.content
     backtest_url = proposed.json()["backtests"][0]["url"].removeprefix("/api/v1")
