@@ -53,6 +53,9 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
     gates = browser.find_elements("css selector", "#gates tbody tr")
     assert len(gates) == 4 and all(row.find_element("css selector", "td.reason").text for row in gates)
     assert "passed" in css(browser, "#decision h2").text
+    # plotly loads when the chart nears the screen: the reader scrolls down to it (the two-part
+    # proposal's ablation card sits above it)
+    browser.execute_script("arguments[0].scrollIntoView()", css(browser, "#delta-chart"))
     wait_for(browser, lambda d: d.find_elements("css selector", "#delta-chart .main-svg"), message="the chart")
     assert len(browser.find_elements("css selector", "#task-rows tbody tr")) == 10
     backtest_url = browser.current_url
