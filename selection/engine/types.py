@@ -324,7 +324,7 @@ class EngineConfig:
     # pool_widen_tail x the head's, up to pool_widen_max (= pool_size: never widens)
     pool_widen_tail: float = 0.55
     pool_widen_step: int = 10
-    pool_widen_max: int = 40  # = pool_size: off by default (docs/results.md 6b says why)
+    pool_widen_max: int = 60
     abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
 
 

@@ -12,10 +12,11 @@ from tests.api.conftest import ApiClient
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
-# passes its gates on context-lab, as the README's example needs: the wider pool fits the budget
-# the root constraint leaves once design review drops design notes (tests/backtest/test_browser_journey.py)
+# passes its gates on context-lab, as the README's example needs: the looser stop rule lets in the
+# interleaving protocol t2-eval-sift needs (fixtures/context-lab/proposals.yaml, looser-stop-rule),
+# and design review drops design notes (tests/backtest/test_browser_journey.py)
 PATCH = {
-    "class_pull": 5,
+    "admission": {"floor": 0.4, "tier_cap": 7},
     "work_types": {
         "design-review": {"classes": ["design_principle", "baseline_measurement", "experiment_result", "eval_protocol"]}
     },
@@ -57,7 +58,7 @@ def test_the_readme_journey(celery_worker_process, client, sift_users, capsys):
     assert trace["source"] == "api" and trace["trace"]["candidates"]
 
     proposed = lead.post(
-        "/proposals", {"project": "sift", "title": "Widen the class pull from three to five", "patch": PATCH}
+        "/proposals", {"project": "sift", "title": "Loosen the stop rule; design review drops notes", "patch": PATCH}
     )
     assert proposed.status_code == 201, proposed.content
     backtest_url = proposed.json()["backtests"][0]["url"].removeprefix("/api/v1")

@@ -27,19 +27,20 @@ JOURNEY_ACTIONS = (
 def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_users, browser, browser_login, live_server):
     url = live_server.url
 
-    # a lead proposes a wider class pull through the structured editor; design review drops design
-    # notes so that the wider pool still fits the budget the root constraint leaves (it is admitted
+    # a lead proposes a looser stop rule (a raw merge patch: the structured editor has no admission
+    # fields) and, through the structured editor, design review without design notes, so that the
+    # items the looser rule admits still fit the budget the root constraint leaves (it is admitted
     # first, docs/routing.md)
     browser_login("lead", "pw-lead")
     browser.get(url + reverse("project-detail", args=["sift"]))
     css(browser, f'a[href="{reverse("proposal-create", args=["sift"])}"]').click()
-    css(browser, "#id_title").send_keys("Widen the class pull to five")
-    css(browser, "#id_rationale").send_keys("Required units never reach the pool with three per class.")
-    class_pull = css(browser, "#id_class_pull")
-    class_pull.clear()
-    class_pull.send_keys("5")
+    css(browser, "#id_title").send_keys("Loosen the stop rule")
+    css(browser, "#id_rationale").send_keys("The stop rule stops a required protocol that retrieval finds weakly.")
     # the class list is a chip editor: design notes leave with their ✕ button
     css(browser, '#field-wt__design-review button[aria-label="remove design_note"]').click()
+    patch = css(browser, "#id_raw_patch")
+    browser.execute_script("arguments[0].closest('details').open = true;", patch)
+    patch.send_keys('{"admission": {"floor": 0.4, "tier_cap": 7}}')
     css(browser, "form.editor button[type=submit]").click()
     css(browser, "#backtests a[href*='/backtests/']").click()
 
@@ -52,6 +53,9 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
     gates = browser.find_elements("css selector", "#gates tbody tr")
     assert len(gates) == 4 and all(row.find_element("css selector", "td.reason").text for row in gates)
     assert "passed" in css(browser, "#decision h2").text
+    # plotly loads when the chart nears the screen: the reader scrolls down to it (the two-part
+    # proposal's ablation card sits above it)
+    browser.execute_script("arguments[0].scrollIntoView()", css(browser, "#delta-chart"))
     wait_for(browser, lambda d: d.find_elements("css selector", "#delta-chart .main-svg"), message="the chart")
     assert len(browser.find_elements("css selector", "#task-rows tbody tr")) == 10
     backtest_url = browser.current_url
@@ -70,7 +74,7 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
 
     # the lead promotes
     browser_login("lead", "pw-lead")
-    proposal = Proposal.objects.get(title="Widen the class pull to five")
+    proposal = Proposal.objects.get(title="Loosen the stop rule")
     browser.get(url + reverse("proposal-detail", args=[proposal.pk]))
     css(browser, "#promote-link").click()  # promotion asks first: the diff and the gate summary
     css(browser, "#gate-summary")

@@ -100,7 +100,7 @@ def test_a_chunk_that_fails_in_its_write_is_retried_and_writes_each_pair_once(si
     """A chunk whose transaction fails (here: another writer holds the backtest's lock past our
     lock_timeout, an OperationalError Celery retries) leaves nothing behind, and its retry writes
     every pair once."""
-    backtest = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+    backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     chunk = every_pair(backtest)[:6]
     traces = Trace.objects.count()
     settings = connection.settings_dict
@@ -140,7 +140,7 @@ def test_a_chunked_backtest_judges_as_one_replay_at_a_time_does(sift):
 
 
 def test_a_later_backtest_reuses_the_baseline_replays_and_judges_the_same(sift):
-    first = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+    first = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     run_in_chunks(first)
     baseline_traces = dict(
         TaskReplay.objects.filter(backtest=first, side="baseline").values_list("task_id", "trace_id")
@@ -167,7 +167,7 @@ def test_a_later_backtest_reuses_the_baseline_replays_and_judges_the_same(sift):
 def test_a_changed_corpus_replays_the_baseline_again(sift, sift_users):
     from selection.erasure import unit_erase
 
-    first = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+    first = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     run_in_chunks(first)
     earlier = set(TaskReplay.objects.filter(backtest=first, side="baseline").values_list("trace_id", flat=True))
     admitted = Trace.objects.get(pk=min(earlier)).admitted[0]
@@ -181,7 +181,7 @@ def test_a_changed_corpus_replays_the_baseline_again(sift, sift_users):
 
 
 def test_a_chunk_written_trace_reads_back_renders_and_digests_as_before(sift, client, sift_users):
-    backtest = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+    backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     replay = services.replay_many(backtest_id=backtest.pk, pairs=every_pair(backtest)[:2])[1]
     trace = replay.trace
     # the stored trace is the selection, field for field: the same selection run again equals it

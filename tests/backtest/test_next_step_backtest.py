@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_run_backtest_starts_one_and_the_proposal_page_follows_it(client, sift_users):
-    fixture = proposal("wider-class-pull")
+    fixture = proposal("looser-stop-rule")
     assert not Backtest.objects.filter(proposal=fixture).exists()
     client.force_login(sift_users["lead"])
     url = reverse("proposal-detail", args=[fixture.pk])

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 def queued(sift, sift_users, django_capture_on_commit_callbacks):
     """A backtest of a context-lab proposal, queued but never sent (no broker call on commit)."""
     with django_capture_on_commit_callbacks(execute=False):
-        return services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+        return services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
 
 
 def no_progress_for_too_long(settings):

@@ -86,7 +86,7 @@ def _screenshot(driver, path: Path) -> None:
 def test_every_main_page_fits_the_screen_without_errors(role, sift_users, browser, browser_login, live_server):
     from selection.evaluation import evaluation_run
 
-    backtest = _finished_backtest("wider-class-pull")
+    backtest = _finished_backtest("looser-stop-rule")
     evaluation = evaluation_run(corpus="context-lab", conditions=["C0", "C6"])
     pages = _main_pages(backtest, evaluation)
     shots = Path(os.environ["FG_SCREENSHOTS"]) if os.environ.get("FG_SCREENSHOTS") else None

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_reviewer_must_acknowledge_each_regressed_task_to_approve(sift_users, browser, browser_login, live_server):
-    backtest, decision = _finished("wider-class-pull")
+    backtest, decision = _finished("looser-stop-rule")
     assert decision.passed
     browser_login("reviewer", "pw-reviewer")
     browser.get(live_server.url + reverse("proposal-detail", args=[backtest.proposal_id]))

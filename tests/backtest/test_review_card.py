@@ -30,7 +30,7 @@ def _regressed(html: str) -> list[str]:
 
 
 def test_the_proposal_page_lists_every_task_that_got_worse_with_its_trace_diff(client, sift_users):
-    backtest, decision = _finished("wider-class-pull")
+    backtest, decision = _finished("looser-stop-rule")
     assert decision.passed
     # what the replays say: tasks whose precision (or any quality metric) fell
     fell = [
@@ -57,7 +57,7 @@ def test_the_proposal_page_lists_every_task_that_got_worse_with_its_trace_diff(c
 
 
 def test_approving_needs_each_regressed_task_acknowledged(client, sift_users):
-    backtest, _decision = _finished("wider-class-pull")
+    backtest, _decision = _finished("looser-stop-rule")
     client.force_login(sift_users["reviewer"])
     url = reverse("proposal-detail", args=[backtest.proposal_id])
     regressed = _regressed(client.get(url).content.decode())
@@ -78,7 +78,7 @@ def test_approving_needs_each_regressed_task_acknowledged(client, sift_users):
 
 
 def test_rejecting_needs_no_acknowledgement(client, sift_users):
-    backtest, _decision = _finished("wider-class-pull")
+    backtest, _decision = _finished("looser-stop-rule")
     client.force_login(sift_users["reviewer"])
     response = client.post(
         reverse("proposal-review", args=[backtest.proposal_id]),
@@ -89,7 +89,7 @@ def test_rejecting_needs_no_acknowledgement(client, sift_users):
 
 
 def test_a_replayed_trace_links_back_to_its_backtest(client, sift_users):
-    backtest, _decision = _finished("wider-class-pull")
+    backtest, _decision = _finished("looser-stop-rule")
     trace_id = backtest.replays.order_by("pk").values_list("trace_id", flat=True).first()
     client.force_login(sift_users["auditor"])
     html = client.get(reverse("trace-detail", args=[trace_id])).content.decode()
@@ -101,7 +101,7 @@ def test_the_service_refuses_an_approval_missing_an_acknowledgement(sift_users):
     # the one path every interface takes: a command or the API cannot approve past a regression
     from backtest import review_card
 
-    backtest, decision = _finished("wider-class-pull")
+    backtest, decision = _finished("looser-stop-rule")
     assert decision.passed
     regressed = [r.task for r in review_card.regressed_tasks(backtest=backtest)]
     assert regressed
@@ -134,7 +134,7 @@ def test_the_api_lists_the_regressed_tasks_and_refuses_an_approval_missing_one(c
     from backtest import review_card
     from governance import tokens
 
-    backtest, _decision = _finished("wider-class-pull")
+    backtest, _decision = _finished("looser-stop-rule")
     secret = tokens.token_create(
         user=sift_users["reviewer"], name="test", project=backtest.proposal.project, role="reviewer", days=7
     ).secret

@@ -6,6 +6,8 @@ restores the version before. Each step asserts what the person sees on the page.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -18,6 +20,7 @@ from .conftest import proposal, wait_finished
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
+LOOSER = '{"admission": {"floor": 0.4, "tier_cap": 7}}'  # the good part of the first proposal
 BACKTEST_SECONDS = 420  # four backtests of ten tasks on a small, shared machine
 BACKTESTS_TEXT = "const e = document.getElementById('backtests'); return e ? e.textContent : '';"
 
@@ -41,7 +44,7 @@ def test_propose_reject_split_promote_rebase_roll_back(
     celery_worker_process, sift_users, browser, browser_login, live_server
 ):
     url = live_server.url
-    other = proposal("all-three")  # imported with the corpus, open: it also sets the class pull
+    other = proposal("all-three")  # imported with the corpus, open: it also sets the stop rule
     before = current_frame_version(project=other.project)
     try:
         _walk(url, other, before, browser, browser_login)
@@ -52,20 +55,21 @@ def test_propose_reject_split_promote_rebase_roll_back(
 
 
 def _walk(url, other, before, browser, browser_login):
-    # 1. the lead proposes a two-part change in the structured editor: a wider class pull, and
-    #    design review without design notes; the page names the other open proposal on class_pull
+    # 1. the lead proposes a two-part change: a looser stop rule (a raw merge patch: the structured
+    #    editor has no admission fields), and design review without design notes (the structured
+    #    editor); the page names the other open proposal on the stop rule
     browser_login("lead", "pw-lead")
     browser.get(url + reverse("proposal-create", args=["sift"]))
-    css(browser, "#id_title").send_keys("Widen the class pull; design review drops design notes")
-    css(browser, "#id_rationale").send_keys("Required units never reach the pool with three per class.")
-    class_pull = css(browser, "#id_class_pull")
-    class_pull.clear()
-    class_pull.send_keys("5")
+    css(browser, "#id_title").send_keys("Loosen the stop rule; design review drops design notes")
+    css(browser, "#id_rationale").send_keys("The stop rule stops a required protocol that retrieval finds weakly.")
     css(browser, '#field-wt__design-review button[aria-label="remove design_note"]').click()
+    raw = css(browser, "#id_raw_patch")
+    browser.execute_script("arguments[0].closest('details').open = true;", raw)
+    raw.send_keys(LOOSER)
     css(browser, "form.editor button[type=submit]").click()
     wait_for(browser, lambda d: d.find_elements("css selector", "#backtests"), message="the proposal page")
-    first = Proposal.objects.get(title="Widen the class pull; design review drops design notes")
-    assert "class_pull" in css(browser, f'#open-conflicts li[data-proposal="{other.pk}"]').text
+    first = Proposal.objects.get(title="Loosen the stop rule; design review drops design notes")
+    assert "admission" in css(browser, f'#open-conflicts li[data-proposal="{other.pk}"]').text
     assert "finished" in _backtest_ends_in_place(browser)
     # the task set it ran on: the set as imported, recorded as v1 by this first backtest
     assert css(browser, "#backtests tbody tr td.task-set").text.startswith("v1")
@@ -87,12 +91,12 @@ def _walk(url, other, before, browser, browser_login):
     css(browser, "#proposal-review-form button[type=submit]").click()
     wait_for(browser, lambda d: "a rejection needs a comment saying why" in d.page_source, message="the refusal")
     css(browser, "#proposal-review-form input[value=reject]").click()
-    css(browser, "#proposal-review-form textarea[name=comment]").send_keys("Keep the class pull; drop the design part.")
+    css(browser, "#proposal-review-form textarea[name=comment]").send_keys("Keep the stop rule; drop the design part.")
     css(browser, "#proposal-review-form button[type=submit]").click()
     wait_for(browser, lambda d: "reject recorded" in d.page_source, message="the rejection")
     browser_login.logout()
 
-    # 3. the lead reads the thread in order, then splits: only the class pull goes on, over the
+    # 3. the lead reads the thread in order, then splits: only the stop rule goes on, over the
     #    current version, replacing the rejected proposal
     browser_login("lead", "pw-lead")
     browser.get(url + reverse("proposal-detail", args=[first.pk]))
@@ -101,22 +105,22 @@ def _walk(url, other, before, browser, browser_login):
         "proposed v1 → v",
         f"reviewer commented on task {task}",
         "reviewer rejected backtest",
-        "Keep the class pull; drop the design part.",
+        "Keep the stop rule; drop the design part.",
     ]
     assert [thread.index(s) for s in steps] == sorted(thread.index(s) for s in steps)
     css(browser, "#revise").click()
     title = css(browser, "#id_title")
     title.clear()
-    title.send_keys("Widen the class pull to five")
+    title.send_keys("Loosen the stop rule")
     patch = css(browser, "#id_raw_patch")
     browser.execute_script("arguments[0].closest('details').open = true;", patch)
     patch.clear()
-    patch.send_keys('{"class_pull": 5}')
+    patch.send_keys(LOOSER)
     css(browser, "#propose-form button[type=submit]").click()
     wait_for(browser, lambda d: d.find_elements("css selector", "#lineage"), message="the split proposal")
     assert f"Replaces proposal #{first.pk}" in css(browser, "#lineage").text
     split = Proposal.objects.get(supersedes=first)
-    assert split.patch == {"class_pull": 5} and split.base_version_id == before.pk
+    assert split.patch == json.loads(LOOSER) and split.base_version_id == before.pk
     closed = Proposal.objects.get(pk=first.pk)
     assert closed.state == ProposalState.CLOSED and f"as proposal #{split.pk}" in closed.closure.reason
     row = _backtest_ends_in_place(browser)
@@ -129,7 +133,7 @@ def _walk(url, other, before, browser, browser_login):
     for box in browser.find_elements("css selector", "#regressions input[name=acknowledged]"):
         box.click()
     css(browser, "#proposal-review-form input[value=approve]").click()
-    css(browser, "#proposal-review-form textarea[name=comment]").send_keys("The class pull alone is fine.")
+    css(browser, "#proposal-review-form textarea[name=comment]").send_keys("The stop rule alone is fine.")
     css(browser, "#proposal-review-form button[type=submit]").click()
     wait_for(browser, lambda d: "approve recorded" in d.page_source, message="the approval")
     browser_login.logout()
@@ -151,7 +155,7 @@ def _walk(url, other, before, browser, browser_login):
     browser.get(url + reverse("proposal-detail", args=[other.pk]))
     assert f"v{promoted.number} is current now" in css(browser, "#next-step").text
     reason = css(browser, "#stale-reason").text
-    assert f'v{promoted.number} was promoted from proposal #{split.pk} "Widen the class pull to five"' in reason
+    assert f'v{promoted.number} was promoted from proposal #{split.pk} "Loosen the stop rule"' in reason
     css(browser, "#resubmit").click()
     wait_for(browser, lambda d: "Resubmitted as proposal" in d.page_source, message="the rebase")
     rebased = Proposal.objects.get(supersedes=other)
@@ -167,7 +171,7 @@ def _walk(url, other, before, browser, browser_login):
     rollback = Proposal.objects.get(kind="rollback")
     assert rollback.frame_version.snapshot == before.snapshot and rollback.base_version_id == promoted.pk
     assert f"Restores v{before.number}" in css(browser, "#lineage").text
-    assert '"class_pull": 3' in css(browser, "#patch").text
-    # it changes the class pull back, which the rebased proposal also sets: the page says so
-    assert "class_pull" in css(browser, f'#open-conflicts li[data-proposal="{rebased.pk}"]').text
+    assert '"floor": 0.6' in css(browser, "#patch").text
+    # it changes the stop rule back, which the rebased proposal also sets: the page says so
+    assert "admission" in css(browser, f'#open-conflicts li[data-proposal="{rebased.pk}"]').text
     assert "finished" in _backtest_ends_in_place(browser)

@@ -27,7 +27,7 @@ def run_inline(backtest: Backtest) -> BacktestDecision:
 
 
 def test_enqueue_binds_the_backtest_and_queues_the_chord_on_commit(sift, django_capture_on_commit_callbacks):
-    target = proposal("wider-class-pull")
+    target = proposal("looser-stop-rule")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         backtest = services.backtest_enqueue(proposal=target, requested_by=None)
     assert len(callbacks) == 1  # the chord is sent only once the row is committed
@@ -53,7 +53,7 @@ def test_the_task_set_digest_follows_queries_and_ledgers(sift):
 
 
 def test_replaying_the_same_task_twice_writes_one_result(sift):
-    backtest = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+    backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     task_id = backtest.task_ids[0]
     first = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
     traces = Trace.objects.count()
@@ -72,7 +72,7 @@ def test_replaying_the_same_task_twice_writes_one_result(sift):
 
 
 def test_a_replay_outside_the_backtest_is_refused(sift, context_lab):
-    backtest = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+    backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     other = Task.objects.exclude(project=sift).first()
     with pytest.raises(services.BacktestError, match="not in backtest"):
         services.replay_one(backtest_id=backtest.pk, task_id=other.pk, side="baseline")
@@ -115,7 +115,7 @@ def test_a_lead_proposing_starts_a_backtest_and_others_cannot(sift, sift_users, 
         with pytest.raises(AccessDenied):
             proposal_submit(project=sift, author=sift_users[name], title="t", patch=patch)
         with pytest.raises(AccessDenied):
-            services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=sift_users[name])
+            services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=sift_users[name])
     assert not Backtest.objects.exists()
     with django_capture_on_commit_callbacks(execute=True):
         with django_capture_on_commit_callbacks(execute=False) as chord:
@@ -131,7 +131,7 @@ def test_a_broker_failure_marks_the_backtest_errored(sift, monkeypatch, django_c
         raise ConnectionError("broker unreachable")
 
     monkeypatch.setattr(services, "launch_chord", refuse)
-    target = proposal("wider-class-pull")
+    target = proposal("looser-stop-rule")
     with django_capture_on_commit_callbacks(execute=True):
         backtest = services.backtest_enqueue(proposal=target, requested_by=None)
     backtest.refresh_from_db()
@@ -143,7 +143,7 @@ def test_a_broker_failure_marks_the_backtest_errored(sift, monkeypatch, django_c
 
 
 def test_a_replay_that_loses_a_race_rolls_back_its_trace(sift, monkeypatch):
-    backtest = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+    backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     task_id = backtest.task_ids[0]
     real_select = services._select
     rival = {}

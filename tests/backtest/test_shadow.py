@@ -48,14 +48,14 @@ def test_a_backtest_replays_recent_selections_and_says_which_bundles_change(clie
     made.append(Trace.objects.filter(source="select").latest("created_at", "id").pk)
     made.reverse()  # newest first
 
-    target = proposal("wider-class-pull")  # design review drops design notes, the class pull widens
+    target = proposal("looser-stop-rule")  # design review drops design notes, the stop rule loosens
     backtest = services.backtest_enqueue(proposal=target, requested_by=None, shadow=10)
     assert backtest.shadow == {"requested": 10, "traces": made}  # backtest and evaluation traces are not selections
     decision = run_inline(backtest)
     assert decision is not None
     rows = {r.selection_id: r for r in ShadowReplay.objects.filter(backtest=backtest)}
     assert set(rows) == set(made) and not any(r.error for r in rows.values())
-    print("\nshadow replay of wider-class-pull over the test's 3 selections:")
+    print("\nshadow replay of looser-stop-rule over the test's 3 selections:")
     for trace_id in made:
         r = rows[trace_id]
         print(

@@ -20,14 +20,18 @@ pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(tra
 
 
 def _promote_cosmetic_change(project) -> FrameVersion:
-    """Another version becomes current (a purpose rewording and a class pull of four, written as a
-    promotion writes it): every open proposal over the old version is now stale, and one that also
-    sets the class pull conflicts on that key."""
+    """Another version becomes current (a purpose rewording and a stop-rule floor of 0.5, written as
+    a promotion writes it): every open proposal over the old version is now stale, and one that
+    also sets the floor conflicts on that key."""
     current = current_frame_version(project=project)
     version = FrameVersion.objects.create(
         project=project,
         number=FrameVersion.objects.filter(project=project).count() + 1,
-        snapshot={**current.snapshot, "purpose": f"{current.snapshot.get('purpose', '')} (reworded)", "class_pull": 4},
+        snapshot={
+            **current.snapshot,
+            "purpose": f"{current.snapshot.get('purpose', '')} (reworded)",
+            "admission": {**current.snapshot["admission"], "floor": 0.5},
+        },
         parent=current,
         author_label="lead",
         origin="proposal",
@@ -42,7 +46,7 @@ def test_a_stale_proposal_is_resubmitted_over_current_and_promoted(
     celery_worker_process, sift_users, browser, browser_login, live_server
 ):
     url = live_server.url
-    stale = proposal("wider-class-pull")
+    stale = proposal("looser-stop-rule")
     current = _promote_cosmetic_change(stale.project)
 
     # the lead finds it stale, in the list and on its page, and resubmits it
@@ -51,14 +55,14 @@ def test_a_stale_proposal_is_resubmitted_over_current_and_promoted(
     assert "stale" in css(browser, f'tr[data-proposal="{stale.pk}"]').text
     browser.get(url + reverse("proposal-detail", args=[stale.pk]))
     assert f"v{current.number} is current now" in css(browser, "#next-step").text
-    assert "also changed class_pull" in css(browser, "#stale-reason").text
-    conflict = css(browser, '#rebase-conflicts tr[data-key="class_pull"]')
-    assert ["3", "4", "5"] == [c.text for c in conflict.find_elements("css selector", "code")][1:]
-    conflict.find_element("css selector", "input[value=mine]").click()  # keep this proposal's 5
+    assert "also changed admission.floor" in css(browser, "#stale-reason").text
+    conflict = css(browser, '#rebase-conflicts tr[data-key="admission.floor"]')
+    assert ["0.6", "0.5", "0.4"] == [c.text for c in conflict.find_elements("css selector", "code")][1:]
+    conflict.find_element("css selector", "input[value=mine]").click()  # keep this proposal's 0.4
     css(browser, "#resubmit").click()
     wait_for(browser, lambda d: "Resubmitted as proposal" in d.page_source, message="the resubmission")
     fresh = Proposal.objects.exclude(pk=stale.pk).get(title=stale.title, base_version=current)
-    assert (fresh.supersedes_id, fresh.frame_version.snapshot["class_pull"]) == (stale.pk, 5)
+    assert (fresh.supersedes_id, fresh.frame_version.snapshot["admission"]["floor"]) == (stale.pk, 0.4)
     assert Proposal.objects.get(pk=stale.pk).state == ProposalState.CLOSED
 
     # its backtest starts on submit; the proposal page follows it without a reload

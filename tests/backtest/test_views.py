@@ -15,9 +15,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def half_done(sift):
-    """A backtest of wider-class-pull with 3 of its 40 replays written (10 tasks under the baseline,
+    """A backtest of looser-stop-rule with 3 of its 40 replays written (10 tasks under the baseline,
     the candidate and each of its two parts alone), then a way to finish it."""
-    backtest = services.backtest_enqueue(proposal=proposal("wider-class-pull"), requested_by=None)
+    backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     pairs = [(t, s) for t in backtest.task_ids for s in services.replay_sides(backtest)]
     for task_id, side in pairs[:3]:
         services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 CONTEXT_LAB_PROPOSALS = (
     "report-prose-in-design-review",
     "protocol-in-config-repair",
-    "wider-class-pull",
+    "looser-stop-rule",
     "all-three",
 )
 
@@ -63,12 +63,12 @@ def test_the_cli_runs_a_backtest_through_the_worker_and_writes_json(celery_worke
     call_command("select", project="sift", query="Does the hybrid ranking design hold up?", work_type="design-review")
     capsys.readouterr()
     call_command(
-        "backtest", "context-lab", "--proposal", "wider-class-pull", "--json", str(out), "--timeout", "180",
+        "backtest", "context-lab", "--proposal", "looser-stop-rule", "--json", str(out), "--timeout", "180",
         "--shadow", "5",
     )  # fmt: skip
     printed = capsys.readouterr()
     doc = json.loads(out.read_text())
-    assert doc["proposal"]["uid"] == "wider-class-pull"
+    assert doc["proposal"]["uid"] == "looser-stop-rule"
     assert doc["baseline_version"] == 1 and doc["candidate_version"] == 4
     assert doc["decision"] in ("passed", "failed")
     assert doc["primary"]["metric"] == "must_include_recall"
@@ -77,9 +77,9 @@ def test_the_cli_runs_a_backtest_through_the_worker_and_writes_json(celery_worke
     for gate in doc["gates"]:
         assert gate["reason"] in printed.out
     assert doc["decision"].upper() in printed.out
-    # its two parts (class pull, design review) each alone: 10 tasks on 4 sides, and 1 selection
+    # its two parts (stop rule, design review) each alone: 10 tasks on 4 sides, and 1 selection
     assert "41/41" in printed.err  # the progress bar reached the end
-    assert [row["part"] for row in doc["ablation"]] == ["class_pull", "work_types.design-review"]
+    assert [row["part"] for row in doc["ablation"]] == ["admission", "work_types.design-review"]
     assert all(set(row) >= {"alone", "marginal", "flagged", "hurt_tasks"} for row in doc["ablation"])
     assert "ablation:" in printed.out
     assert doc["shadow"]["requested"] == 5 and doc["shadow"]["replayed"] == 1
@@ -91,15 +91,15 @@ def test_the_cli_refuses_without_a_worker_on_its_queue(sift, settings):
 
     settings.CELERY_TASK_DEFAULT_QUEUE = "fg-nobody-listens-here"
     with pytest.raises(CommandError, match="start one with `make worker`"):
-        call_command("backtest", "context-lab", "--proposal", "wider-class-pull")
-    assert not proposal("wider-class-pull").backtests.exists()
+        call_command("backtest", "context-lab", "--proposal", "looser-stop-rule")
+    assert not proposal("looser-stop-rule").backtests.exists()
 
 
 def test_a_replay_failing_for_good_ends_the_backtest_in_error(celery_worker_process, sift):
     from backtest.models import Backtest
     from backtest.services import launch_chord
 
-    target = proposal("wider-class-pull")
+    target = proposal("looser-stop-rule")
     first = services.backtest_enqueue(proposal=target, requested_by=None)
     wait_finished(first.pk)
     # the same backtest, but one task id names no task: its replays raise and are not retried
@@ -117,7 +117,7 @@ def test_a_replay_failing_for_good_ends_the_backtest_in_error(celery_worker_proc
     assert broken.status == BacktestStatus.ERROR
     assert broken.error == "a task replay failed after its retries"
     assert AuditEntry.objects.filter(action="backtest.failed", object_id=str(broken.pk)).exists()
-    assert proposal("wider-class-pull").state == ProposalState.PROPOSED
+    assert proposal("looser-stop-rule").state == ProposalState.PROPOSED
 
 
 def test_the_worker_replays_in_chunks_and_judges_as_replays_one_at_a_time_do(celery_worker_process, sift):

@@ -52,7 +52,7 @@ def test_a_backtest_replay_emits_a_span(spans, sift):  # noqa: F811
     from backtest import services
     from governance.models import Proposal
 
-    backtest = services.backtest_enqueue(proposal=Proposal.objects.get(uid="wider-class-pull"), requested_by=None)
+    backtest = services.backtest_enqueue(proposal=Proposal.objects.get(uid="looser-stop-rule"), requested_by=None)
     replay = services.replay_one(backtest_id=backtest.pk, task_id=backtest.task_ids[0], side="candidate")
     [span] = _named(spans, "fg.backtest.replay")
     a = span.attributes
