@@ -12,6 +12,7 @@ import argparse
 import cProfile
 import hashlib
 import json
+import os
 import pstats
 import sys
 import time
@@ -19,8 +20,12 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from bench.generator import generate
-from bench.selection_latency import engine_requests
+if os.path.isdir("selection/bench"):  # before the layering refactor (for the bisect)
+    from selection.bench.generator import generate
+    from selection.bench.runner import engine_requests
+else:
+    from bench.generator import generate
+    from bench.selection_latency import engine_requests
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 
@@ -41,6 +46,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="repeat the timed loop, report each")
     parser.add_argument("--profile", help="write cProfile stats of the timed loop to this file")
     parser.add_argument("--no-digest", action="store_true")
+    parser.add_argument("--serve", action="store_true",
+                        help="after the build, time N selections per stdin line 'N' (for A/B runs)")
     args = parser.parse_args(argv)
 
     with threadpool_limits(limits=args.blas):
@@ -58,6 +65,19 @@ def main(argv=None) -> int:
                 traces.update(_trace_digest(result).encode())
             out["bundles"] = bundles.hexdigest()[:16]
             out["traces"] = traces.hexdigest()[:16]
+        if args.serve:
+            print(json.dumps(out), flush=True)
+            at = 0
+            for line in sys.stdin:
+                cpu = []
+                for _ in range(int(line)):
+                    request = requests[at % len(requests)]
+                    at += 1
+                    start = time.thread_time()
+                    select(request, index)
+                    cpu.append((time.thread_time() - start) * 1e3)
+                print(json.dumps(cpu), flush=True)
+            return 0
         profiler = cProfile.Profile() if args.profile else None
         for _ in range(args.rounds):
             cpu = []
