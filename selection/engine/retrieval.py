@@ -68,6 +68,7 @@ def search(
     dense: np.ndarray | None = None,
     allowed: np.ndarray | None = None,
     rows: np.ndarray | None = None,
+    searched: DenseHits | None = None,
 ) -> QueryHits:
     """BM25 and dense hits for one text; `dense` may pass every cosine, computed elsewhere.
 
@@ -76,7 +77,8 @@ def search(
     allowed positions, ascending) and a scope of at most 1/SCOPE_ROWS_SHARE of the corpus, only
     those rows are scored (BM25 by binary search into each term's postings, exact cosine over the
     rows): the search never sees an out-of-scope unit. Otherwise the full search is masked, and
-    `skipped` holds the out-of-scope units the unrestricted lists would have held."""
+    `skipped` holds the out-of-scope units the unrestricted lists would have held. `searched` may
+    pass the unrestricted dense hits of `vector`, computed elsewhere (`_dense_pair`)."""
     tokens = tokenise(text)
     if allowed is not None and rows is not None and dense is None and searched_by_rows(rows, len(index)):
         return _search_rows(index, tokens, vector, config, allowed, rows)
@@ -92,7 +94,9 @@ def search(
     elif vector is not None and index.dense is not None:
         searcher = index.dense
         query = normalise_vector(vector, searcher.dimension)
-        if hasattr(searcher, "search"):
+        if searched is not None:
+            hits = searched
+        elif hasattr(searcher, "search"):
             hits = searcher.search(query, config.dense_k)
         else:
             full = np.asarray(searcher.scores(query))
@@ -105,6 +109,18 @@ def search(
         hits = hits.with_top(_masked_top(dense, allowed, config.dense_k))
     searched = None if allowed is None else int(np.count_nonzero(allowed))
     return _fuse(bm25, lexical, hits, config, frozenset(skipped), searched)
+
+
+def _dense_pair(index: CorpusIndex, query_vector, objective_vector, config: EngineConfig):
+    """The query's and the objective's dense hits from one scan, where the searcher can
+    (`search_many`: the exact searcher reads its matrix once for both); (None, None) otherwise."""
+    searcher = index.dense
+    many = getattr(searcher, "search_many", None)
+    if many is None or query_vector is None or objective_vector is None:
+        return None, None
+    vectors = [normalise_vector(v, searcher.dimension) for v in (query_vector, objective_vector)]
+    first, second = many(vectors, config.dense_k)
+    return first, second
 
 
 def _fuse(bm25, lexical, hits, config, skipped, searched) -> QueryHits:
@@ -281,12 +297,19 @@ def build_pool(
     scoped = condition.scope_filter and config.scope_at_retrieval
     allowed = index.scope_mask(scope) if scoped else None
     rows = index.scope_rows(scope) if scoped else None
-    primary = search(index, query, query_vector, config, allowed=allowed, rows=rows)
+    pair = (
+        _dense_pair(index, query_vector, objective_vector, config)
+        if expand and (rows is None or not searched_by_rows(rows, len(index)))
+        else (None, None)
+    )
+    primary = search(index, query, query_vector, config, allowed=allowed, rows=rows, searched=pair[0])
     pool.query = primary
     fused = primary.fused
     skipped = set(primary.skipped)
     if expand:
-        secondary = search(index, objective, objective_vector, config, allowed=allowed, rows=rows)
+        secondary = search(
+            index, objective, objective_vector, config, allowed=allowed, rows=rows, searched=pair[1]
+        )
         skipped |= secondary.skipped
         pool.objective = secondary
         fused = rrf([[p for p, _ in primary.fused], [p for p, _ in secondary.fused]], config.rrf_k)

@@ -125,6 +125,31 @@ def test_dense_search_is_exact_cosine_over_normalised_rows():
     assert searcher.matrix.dtype == np.float32
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dense_scan_of_a_query_and_its_objective_has_the_bits_of_one_whole_matrix_product(threads):
+    """The exact searcher reads its matrix once for a query and its objective (block by block):
+    every cosine has the bits a single matrix-vector product over the whole matrix gives, at one
+    BLAS thread or two, so a trace never depends on which way the cosines were computed."""
+    from threadpoolctl import threadpool_limits
+
+    from selection.engine.index.dense import SCAN_ROWS, normalise_vector
+
+    rng = np.random.default_rng(5)
+    size = 3 * SCAN_ROWS + 77  # a partial last block
+    searcher = NumpyExactSearcher(rng.standard_normal((size, 384)).astype(np.float32))
+    queries = [rng.standard_normal(384).astype(np.float32) for _ in range(6)]
+    with threadpool_limits(limits=1):
+        whole = [searcher.matrix @ normalise_vector(q, 384) for q in queries]
+    with threadpool_limits(limits=threads):
+        for first, second in zip(queries[::2], queries[1::2], strict=True):
+            pair = searcher.search_many([first, second], 40)
+            for hits, query in zip(pair, (first, second), strict=True):
+                expected = whole[next(i for i, q in enumerate(queries) if q is query)]
+                assert hits.full.tobytes() == expected.tobytes()
+                assert hits.top.tolist() == searcher.search(query, 40).top.tolist()
+                assert searcher.scores(query).tobytes() == expected.tobytes()
+
+
 def test_rrf_sums_reciprocal_ranks_with_k_60_and_breaks_ties_by_key():
     fused = rrf([["a", "b", "c"], ["c", "a"]], k=60)
     assert fused[0] == ("a", 1 / 61 + 1 / 62)
