@@ -46,6 +46,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="repeat the timed loop, report each")
     parser.add_argument("--profile", help="write cProfile stats of the timed loop to this file")
     parser.add_argument("--no-digest", action="store_true")
+    parser.add_argument("--reference", action="store_true",
+                        help="also time bench.reference's strong reference, interleaved with C6")
     parser.add_argument("--serve", action="store_true",
                         help="after the build, time N selections per stdin line 'N' (for A/B runs)")
     args = parser.parse_args(argv)
@@ -78,6 +80,22 @@ def main(argv=None) -> int:
                     cpu.append((time.thread_time() - start) * 1e3)
                 print(json.dumps(cpu), flush=True)
             return 0
+        if args.reference:
+            from bench.reference import StrongReferenceRetriever
+
+            reference = StrongReferenceRetriever([u.text for u in bench.units], index.dense)
+            ours, theirs = [], []
+            for i in range(args.samples):
+                request, task = requests[i % len(requests)], bench.tasks[i % len(bench.tasks)]
+                start = time.thread_time()
+                select(request, index)
+                middle = time.thread_time()
+                reference.query(task.query, task.query_vector)
+                ours.append((middle - start) * 1e3)
+                theirs.append((time.thread_time() - middle) * 1e3)
+            c6, ref = float(np.percentile(ours, 50)), float(np.percentile(theirs, 50))
+            out["interleaved"] = {"c6_p50_ms": round(c6, 2), "reference_p50_ms": round(ref, 2),
+                                  "ratio": round(c6 / ref, 2)}
         profiler = cProfile.Profile() if args.profile else None
         for _ in range(args.rounds):
             cpu = []

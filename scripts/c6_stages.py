@@ -48,6 +48,9 @@ def main() -> None:
         wrap(type(index.bm25), "search", "bm25.search")
         wrap(retrieval, "search", "retrieval.search (both)")
         wrap(retrieval, "by_relevance")
+        wrap(retrieval, "_dense_pair", "dense pair (C4+)")
+        wrap(retrieval, "build_pool")
+        wrap(retrieval, "_unpooled")
         for name in ("widen_pool", "_query_head", "_compute_signals", "retrieval_parts",
                      "apply_eligibility", "rank", "coalesce", "admit_within_budget",
                      "candidate_records", "_context_trace", "route", "structural_conflicts",

@@ -251,7 +251,12 @@ def _unpooled(pool: Pool, lists) -> np.ndarray:
     # in position order, as a merge of the lists gives: any exact cosines an approximate searcher
     # computes for them are computed in the same batch as before
     merged = np.sort(np.concatenate(arrays))
-    return merged[~np.isin(merged, np.fromiter(pool.score, dtype=np.int64, count=len(pool.score)))]
+    if not pool.score:
+        return merged
+    # the pool is a few dozen positions: binary search into them, not np.isin's sort of both
+    pooled = np.sort(np.fromiter(pool.score, dtype=np.int64, count=len(pool.score)))
+    where = np.minimum(np.searchsorted(pooled, merged), pooled.size - 1)
+    return merged[pooled[where] != merged]
 
 
 def _pulled_score(floor: float, place: int) -> float:
