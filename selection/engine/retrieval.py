@@ -184,10 +184,7 @@ def _in_scope(searcher, query: np.ndarray, hits: DenseHits, allowed: np.ndarray,
 
 def cosines(dense: DenseHits, positions: Sequence[int]) -> list[float]:
     """`dense.score(p)` of each position, computed in one product where the searcher has to."""
-    if dense.full is not None:
-        return dense.full[np.asarray(positions, dtype=np.int64)].tolist()
-    dense.prefetch(positions)
-    return [dense.score(p) for p in positions]
+    return dense.scores_of(positions)
 
 
 RELEVANCE_MARGIN = 1e-8  # > twice round(x, 9)'s largest move: a wider shortlist, never a narrower

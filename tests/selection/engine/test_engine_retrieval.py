@@ -205,3 +205,17 @@ def test_a_small_scope_is_searched_by_its_rows_with_the_full_scans_scores_and_ti
     on_ivf = search(ivf, query, vector, config, allowed=mask, rows=rows)
     assert on_ivf.fused == masked.fused
     assert all(units[p].project == "p03" for p, _ in by_rows.fused)
+
+
+def test_dense_hits_scores_of_many_positions_are_score_of_each():
+    """A pull asks an approximate searcher's hits for many cosines at once: each is the cosine
+    score() gives for that position alone, known or computed."""
+    from selection.engine.index.ivf import IvfSearcher
+
+    rng = np.random.default_rng(9)
+    searcher = IvfSearcher(rng.standard_normal((400, 32)).astype(np.float32), nlist=8, nprobe=2)
+    query = rng.standard_normal(32).astype(np.float32)
+    many = searcher.search(query, 10)
+    one = searcher.search(query, 10)
+    positions = np.asarray([5, 399, 0, 5, *one.top.tolist()[:3], 123], dtype=np.int64)
+    assert many.scores_of(positions) == [one.score(int(p)) for p in positions]
