@@ -224,7 +224,7 @@ def test_jaccard_columns_from_a_vocabulary_mark_are_the_sorted_distinct_ids():
 
     rng = np.random.default_rng(3)
     terms = rng.integers(0, 500, size=300).astype(np.int32)
-    for vocabulary in (500, 64 * 300 + 1):
+    for vocabulary in (500, 16 * 300 + 1):
         count, columns = _column_ids(terms, vocabulary)
         expected_count, expected = _local_ids(terms)
         assert count == expected_count == np.unique(terms).size
