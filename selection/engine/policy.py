@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import lru_cache
 
 from .conditions import Condition
 from .index import CorpusIndex
@@ -168,6 +169,14 @@ def apply_eligibility(
     class rule whatever its class.
     """
     head = head or {}
+    made: dict[tuple, EligibilityCheck] = {}
+
+    def check(*fields) -> EligibilityCheck:  # frozen: one object per distinct check of this call
+        found = made.get(fields)
+        if found is None:
+            found = made[fields] = EligibilityCheck(*fields)
+        return found
+
     in_pool = {c.uid for c in candidates}
     scope_text = ",".join(sorted(scope))
     eligible: list[Working] = []
@@ -177,7 +186,7 @@ def apply_eligibility(
         if condition.scope_filter:
             ok = unit.project in scope
             checks.append(
-                EligibilityCheck(
+                check(
                     "scope",
                     ok,
                     None if ok else ReasonCode.OUT_OF_PROJECT_SCOPE.value,
@@ -202,7 +211,7 @@ def apply_eligibility(
             else:
                 detail = f"superseded by {','.join(available)}, a candidate"
             checks.append(
-                EligibilityCheck(
+                check(
                     "supersession",
                     ok,
                     None if ok else ReasonCode.SUPERSEDED_SUCCESSOR_AVAILABLE.value,
@@ -214,7 +223,7 @@ def apply_eligibility(
             supported = c.retrieval_rank <= config.class_absent_query_rank
             if c.pos in head:
                 checks.append(
-                    EligibilityCheck(
+                    check(
                         "class",
                         True,
                         None,
@@ -224,7 +233,7 @@ def apply_eligibility(
                 )
             elif tier is not None:
                 checks.append(
-                    EligibilityCheck(
+                    check(
                         "class", True, None, f"class {unit.evidence_class} at tier {tier}"
                     )
                 )
@@ -235,13 +244,13 @@ def apply_eligibility(
                     else "retained: soft frame never excludes by class"
                 )
                 checks.append(
-                    EligibilityCheck(
+                    check(
                         "class", True, None, f"class {unit.evidence_class} not listed; {why}"
                     )
                 )
             else:
                 checks.append(
-                    EligibilityCheck(
+                    check(
                         "class",
                         False,
                         ReasonCode.CLASS_ABSENT_AND_LOW_QUERY_RELEVANCE.value,
@@ -287,7 +296,7 @@ def _contributions(
     )
     for name, effect, amount, on in steps:
         if not on:
-            parts.append(Contribution(name, Effect.NONE, 0.0, idle))
+            parts.append(_idle(name, idle))
         elif effect == Effect.MULTIPLIER:
             new = score * amount
             parts.append(Contribution(name, effect, round(new - score, 6), f"x {amount:g}"))
@@ -307,8 +316,14 @@ def _contributions(
         ("redundancy", "the redundancy rule at admission" if condition.redundancy_rule else "informational"),
     ):
         if name not in named:
-            parts.append(Contribution(name, Effect.NONE, 0.0, note))
+            parts.append(_idle(name, note))
     return tuple(parts)
+
+
+@lru_cache(maxsize=256)
+def _idle(signal: str, note: str) -> Contribution:
+    """A signal's zero part (frozen, so one object serves every candidate that has it)."""
+    return Contribution(signal, Effect.NONE, 0.0, note)
 
 
 def _rank_score(c: Working, condition: Condition, config: EngineConfig, open_loop_applies: bool) -> float:

@@ -25,6 +25,8 @@ from .types import (
 )
 
 T = TypeVar("T")
+# each reason's code and disposition as the records write them (enum .value reads cost per record)
+_REASON_TEXT = {reason: (reason.value, REASON_DISPOSITION[reason].value) for reason in REASON_DISPOSITION}
 
 
 def frozen(cls: type[T], values: dict) -> T:
@@ -106,8 +108,8 @@ class _Columns:
 
 
 def _signals(c: Working) -> Signals:
-    s = c.signals
-    return frozen(Signals, {name: float(s[name]) for name in SIGNAL_NAMES})
+    values = map(float, map(c.signals.__getitem__, SIGNAL_NAMES))
+    return frozen(Signals, dict(zip(SIGNAL_NAMES, values, strict=True)))
 
 
 def _envelope_record(c: Working, pool: Pool, route_code: str | None, local: bool) -> CandidateRecord:
@@ -190,6 +192,7 @@ def _record(c: Working, pool: Pool, columns: tuple[_Columns, _Columns]) -> Candi
     )
     reason = c.reason
     assert reason is not None, f"{c.uid} left the pipeline without a decision"
+    reason_code, disposition = _REASON_TEXT[reason]
     unit = c.unit
     return frozen(
         CandidateRecord,
@@ -206,8 +209,8 @@ def _record(c: Working, pool: Pool, columns: tuple[_Columns, _Columns]) -> Candi
             "rank_score": c.rank_score,
             "rank": c.rank,
             "stage": c.stage,
-            "reason_code": reason.value,
-            "disposition": REASON_DISPOSITION[reason].value,
+            "reason_code": reason_code,
+            "disposition": disposition,
             "budget": frozen(BudgetState, {"spent": c.budget[0], "remaining": c.budget[1]}),
             "item_id": c.item_id,
             "redundancy_with_admitted": c.redundancy_admitted,

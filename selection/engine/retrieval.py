@@ -68,12 +68,14 @@ def search(
     dense: np.ndarray | None = None,
     allowed: np.ndarray | None = None,
     rows: np.ndarray | None = None,
+    searched: DenseHits | None = None,
 ) -> QueryHits:
     """BM25 and dense hits for one text; `dense` may pass every cosine, computed elsewhere.
 
     With `allowed` (a boolean mask over positions: the frame's scope; `rows`, its positions
     ascending, when the caller has them), both retrievers rank only allowed units, so out-of-scope
-    hits never take a place in the pool (_search_scope)."""
+    hits never take a place in the pool (_search_scope). `searched` may pass the unscoped dense hits
+    of `vector`, computed elsewhere (`_dense_pair`)."""
     tokens = tokenise(text)
     if allowed is not None:
         return _search_scope(index, tokens, vector, config, dense, allowed, rows)
@@ -85,12 +87,26 @@ def search(
     elif vector is not None and index.dense is not None:
         searcher = index.dense
         query = normalise_vector(vector, searcher.dimension)
-        if hasattr(searcher, "search"):
+        if searched is not None:
+            hits = searched
+        elif hasattr(searcher, "search"):
             hits = searcher.search(query, config.dense_k)
         else:
             full = np.asarray(searcher.scores(query))
             hits = DenseHits(top_k(full, config.dense_k), full=full)
     return _fuse(bm25, lexical, hits, config, frozenset(), None)
+
+
+def _dense_pair(index: CorpusIndex, query_vector, objective_vector, config: EngineConfig):
+    """The query's and the objective's dense hits from one scan, where the searcher can
+    (`search_many`: the exact searcher reads its matrix once for both); (None, None) otherwise."""
+    searcher = index.dense
+    many = getattr(searcher, "search_many", None)
+    if many is None or query_vector is None or objective_vector is None:
+        return None, None
+    vectors = [normalise_vector(v, searcher.dimension) for v in (query_vector, objective_vector)]
+    first, second = many(vectors, config.dense_k)
+    return first, second
 
 
 def _fuse(bm25, lexical, hits, config, skipped, searched) -> QueryHits:
@@ -168,10 +184,7 @@ def _in_scope(searcher, query: np.ndarray, allowed: np.ndarray, k: int) -> Dense
 
 def cosines(dense: DenseHits, positions: Sequence[int]) -> list[float]:
     """`dense.score(p)` of each position, computed in one product where the searcher has to."""
-    if dense.full is not None:
-        return dense.full[np.asarray(positions, dtype=np.int64)].tolist()
-    dense.prefetch(positions)
-    return [dense.score(p) for p in positions]
+    return dense.scores_of(positions)
 
 
 RELEVANCE_MARGIN = 1e-8  # > twice round(x, 9)'s largest move: a wider shortlist, never a narrower
@@ -235,7 +248,12 @@ def _unpooled(pool: Pool, lists) -> np.ndarray:
     # in position order, as a merge of the lists gives: any exact cosines an approximate searcher
     # computes for them are computed in the same batch as before
     merged = np.sort(np.concatenate(arrays))
-    return merged[~np.isin(merged, np.fromiter(pool.score, dtype=np.int64, count=len(pool.score)))]
+    if not pool.score:
+        return merged
+    # the pool is a few dozen positions: binary search into them, not np.isin's sort of both
+    pooled = np.sort(np.fromiter(pool.score, dtype=np.int64, count=len(pool.score)))
+    where = np.minimum(np.searchsorted(pooled, merged), pooled.size - 1)
+    return merged[pooled[where] != merged]
 
 
 def _pulled_score(floor: float, place: int) -> float:
@@ -277,16 +295,23 @@ def build_pool(
 ) -> Pool:
     pool = Pool()
     expand = condition.objective_expansion and bool(objective.strip())
-    # two matrix-vector scans: measured faster with OpenBLAS than one skinny (N, d) @ (d, 2) product
+    # the exact searcher reads its matrix once for the query and the objective (_dense_pair)
     scoped = condition.scope_filter and config.scope_at_retrieval
     allowed = index.scope_mask(scope) if scoped else None
     rows = index.scope_rows(scope) if scoped else None
-    primary = search(index, query, query_vector, config, allowed=allowed, rows=rows)
+    pair = (
+        _dense_pair(index, query_vector, objective_vector, config)
+        if expand and allowed is None  # a scoped search scans only its scope
+        else (None, None)
+    )
+    primary = search(index, query, query_vector, config, allowed=allowed, rows=rows, searched=pair[0])
     pool.query = primary
     fused = primary.fused
     skipped = set(primary.skipped)
     if expand:
-        secondary = search(index, objective, objective_vector, config, allowed=allowed, rows=rows)
+        secondary = search(
+            index, objective, objective_vector, config, allowed=allowed, rows=rows, searched=pair[1]
+        )
         skipped |= secondary.skipped
         pool.objective = secondary
         fused = rrf([[p for p, _ in primary.fused], [p for p, _ in secondary.fused]], config.rrf_k)

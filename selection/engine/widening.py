@@ -58,6 +58,8 @@ def widen_pool(
     `widened_from` and `widen_rounds`; `tail_ratio_pct` is the last tail/head ratio seen (x 100,
     rounded), so the trace shows why the rule stopped where it did."""
     pool = build(config)
+    if config.pool_widen_max <= config.pool_size:
+        return pool  # widening off: nothing to measure, nothing recorded
     size, rounds = config.pool_size, 0
     while True:
         ratio = tail_ratio(pool, index, scope)

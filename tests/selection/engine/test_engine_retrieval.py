@@ -125,6 +125,31 @@ def test_dense_search_is_exact_cosine_over_normalised_rows():
     assert searcher.matrix.dtype == np.float32
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dense_scan_of_a_query_and_its_objective_has_the_bits_of_one_whole_matrix_product(threads):
+    """The exact searcher reads its matrix once for a query and its objective (block by block):
+    every cosine has the bits a single matrix-vector product over the whole matrix gives, at one
+    BLAS thread or two, so a trace never depends on which way the cosines were computed."""
+    from threadpoolctl import threadpool_limits
+
+    from selection.engine.index.dense import SCAN_ROWS, normalise_vector
+
+    rng = np.random.default_rng(5)
+    size = 3 * SCAN_ROWS + 77  # a partial last block
+    searcher = NumpyExactSearcher(rng.standard_normal((size, 384)).astype(np.float32))
+    queries = [rng.standard_normal(384).astype(np.float32) for _ in range(6)]
+    with threadpool_limits(limits=1):
+        whole = [searcher.matrix @ normalise_vector(q, 384) for q in queries]
+    with threadpool_limits(limits=threads):
+        for first, second in zip(queries[::2], queries[1::2], strict=True):
+            pair = searcher.search_many([first, second], 40)
+            for hits, query in zip(pair, (first, second), strict=True):
+                expected = whole[next(i for i, q in enumerate(queries) if q is query)]
+                assert hits.full.tobytes() == expected.tobytes()
+                assert hits.top.tolist() == searcher.search(query, 40).top.tolist()
+                assert searcher.scores(query).tobytes() == expected.tobytes()
+
+
 def test_rrf_sums_reciprocal_ranks_with_k_60_and_breaks_ties_by_key():
     fused = rrf([["a", "b", "c"], ["c", "a"]], k=60)
     assert fused[0] == ("a", 1 / 61 + 1 / 62)
@@ -222,3 +247,17 @@ def test_a_large_scopes_statistics_and_an_uncached_scope_score_as_the_scope_alon
     assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
     assert np.argsort(-got, kind="stable").tolist() == np.argsort(-expected, kind="stable").tolist()
     assert stats.scores(stats.tids(tokens)).tolist() == got.tolist()  # nothing cached, same bits
+
+
+def test_dense_hits_scores_of_many_positions_are_score_of_each():
+    """A pull asks an approximate searcher's hits for many cosines at once: each is the cosine
+    score() gives for that position alone, known or computed."""
+    from selection.engine.index.ivf import IvfSearcher
+
+    rng = np.random.default_rng(9)
+    searcher = IvfSearcher(rng.standard_normal((400, 32)).astype(np.float32), nlist=8, nprobe=2)
+    query = rng.standard_normal(32).astype(np.float32)
+    many = searcher.search(query, 10)
+    one = searcher.search(query, 10)
+    positions = np.asarray([5, 399, 0, 5, *one.top.tolist()[:3], 123], dtype=np.int64)
+    assert many.scores_of(positions) == [one.score(int(p)) for p in positions]

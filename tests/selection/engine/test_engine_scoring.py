@@ -213,3 +213,19 @@ def test_a_budget_omission_is_ranking_when_filler_took_the_room_and_budget_when_
     assert stages_of(r, {last: "MUST"}, index) == {last: "ranking"}  # the rest is filler
     ahead = {i.sources[0]: "SHOULD" for i in r.bundle.items}  # everything ahead of it is wanted
     assert stages_of(r, {last: "MUST", **ahead}, index)[last] == "budget"
+
+
+def test_jaccard_columns_from_a_vocabulary_mark_are_the_sorted_distinct_ids():
+    """The redundancy signal's term columns are the same whether read off a mark per vocabulary
+    entry (a small vocabulary) or a sort (a large one)."""
+    import numpy as np
+
+    from selection.engine.signals import _column_ids, _local_ids
+
+    rng = np.random.default_rng(3)
+    terms = rng.integers(0, 500, size=300).astype(np.int32)
+    for vocabulary in (500, 16 * 300 + 1):
+        count, columns = _column_ids(terms, vocabulary)
+        expected_count, expected = _local_ids(terms)
+        assert count == expected_count == np.unique(terms).size
+        assert columns.tolist() == expected.tolist()
