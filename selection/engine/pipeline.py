@@ -260,6 +260,7 @@ def _ladder(
     routed = _admit_envelope(envelope, index, request, standpoint, scope, budget)
     spent = sum(d.tokens for d in routed if d.admitted)
     prefs = preferences(condition, frame, work)
+    searches: dict = {}  # widening's rounds differ only in the cut: each searches once
     with timed(timings, TimedStage.RETRIEVAL):
         pool = widen_pool(
             lambda cfg: build_pool(
@@ -276,6 +277,7 @@ def _ladder(
                 config=cfg,
                 open_loops=condition.class_policy in ("work_type", "merged")
                 and sig.open_loop_weight(frame, work.work_type) > 0,
+                searches=searches,
             ),
             index,
             config if condition.pool_widening else replace(config, pool_widen_max=config.pool_size),

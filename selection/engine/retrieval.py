@@ -5,7 +5,7 @@ class and successor pulls.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
 
@@ -278,6 +278,11 @@ class Pool:
             self.pulled_by[pos] = pulled_by
 
 
+def _cut(hits: QueryHits, size: int) -> QueryHits:
+    """`hits` as a search with pool size `size` returns them (its fused list cut there)."""
+    return hits if len(hits.fused) <= size else replace(hits, fused=hits.fused[:size])
+
+
 def build_pool(
     index: CorpusIndex,
     *,
@@ -292,26 +297,40 @@ def build_pool(
     standpoint: datetime | None,
     config: EngineConfig,
     open_loops: bool = False,
+    searches: dict | None = None,
 ) -> Pool:
+    """The candidate pool. `searches`, a dict the caller keeps between calls that differ only in
+    `config.pool_size` (pool widening's rounds), holds the query's and the objective's searches,
+    which depend on lexical_k and dense_k but not on the cut, so a wider round does not search
+    again."""
     pool = Pool()
     expand = condition.objective_expansion and bool(objective.strip())
     # the exact searcher reads its matrix once for the query and the objective (_dense_pair)
     scoped = condition.scope_filter and config.scope_at_retrieval
     allowed = index.scope_mask(scope) if scoped else None
     rows = index.scope_rows(scope) if scoped else None
-    pair = (
-        _dense_pair(index, query_vector, objective_vector, config)
-        if expand and allowed is None  # a scoped search scans only its scope
-        else (None, None)
-    )
-    primary = search(index, query, query_vector, config, allowed=allowed, rows=rows, searched=pair[0])
+    searched = {} if searches is None else searches
+    if "primary" not in searched:  # searched uncut: each round cuts the fused lists at its size
+        uncut = replace(config, pool_size=config.lexical_k + config.dense_k)
+        pair = (
+            _dense_pair(index, query_vector, objective_vector, config)
+            if expand and allowed is None  # a scoped search scans only its scope
+            else (None, None)
+        )
+        searched["primary"] = search(
+            index, query, query_vector, uncut, allowed=allowed, rows=rows, searched=pair[0]
+        )
+        searched["secondary"] = (
+            search(index, objective, objective_vector, uncut, allowed=allowed, rows=rows, searched=pair[1])
+            if expand
+            else None
+        )
+    primary = _cut(searched["primary"], config.pool_size)
     pool.query = primary
     fused = primary.fused
     skipped = set(primary.skipped)
     if expand:
-        secondary = search(
-            index, objective, objective_vector, config, allowed=allowed, rows=rows, searched=pair[1]
-        )
+        secondary = _cut(searched["secondary"], config.pool_size)
         skipped |= secondary.skipped
         pool.objective = secondary
         fused = rrf([[p for p, _ in primary.fused], [p for p, _ in secondary.fused]], config.rrf_k)
