@@ -19,7 +19,7 @@ DEFAULT_RUNTIME = "torch"
 MAX_TOKENS = 512  # what FlagModel's tokenizer call truncates to; kept, so vectors stay as stored
 # a batch of texts sorted by length is cut where count x longest would pass this many characters
 # (about 5 characters a token here), and a text counts as at most MAX_CHARS (the model truncates)
-BATCH_CHAR_BUDGET = 64 * 1024
+BATCH_CHAR_BUDGET = 12 * 1024
 MAX_CHARS = 4 * 1024
 # bumped when the exported graph changes, so that a cached export of an older graph is not used
 ONNX_EXPORT_VERSION = 1
