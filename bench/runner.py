@@ -213,8 +213,9 @@ def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say, c6_p50_m
         out["import"] = imported
         say(f"[{bench.size}] import with embeddings: {imported['units_per_s']} units/s "
             f"({imported['units']} units in {imported['seconds']} s, embedding "
-            f"{imported['embedding_s']} s; the model alone {imported['raw_encode_units_per_s']} units/s, "
-            f"ratio {imported['ratio_to_raw_encode']})")
+            f"{imported['embedding_s']} s; the model alone ({imported['runtime']}) "
+            f"{imported['raw_encode_units_per_s']} units/s, before and after "
+            f"{imported['raw_encode_units_per_s_before_after']}, ratio {imported['ratio_to_raw_encode']})")
     if options.page_runs > 0:
         out["pages"] = pages = time_pages(stored, options.page_runs)
         for name, page in pages.items():

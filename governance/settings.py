@@ -260,6 +260,8 @@ FG_READER_MODEL_TIMEOUT = float(env("FG_READER_MODEL_TIMEOUT", "30"))
 FG_UPLOAD_DIR = env("FG_UPLOAD_DIR", str(embedded.STATE_DIR / "uploads"))
 # engine indexes persisted for fast start-up (selection/index_cache.py); empty: off
 FG_INDEX_CACHE_DIR = env("FG_INDEX_CACHE_DIR", str(embedded.STATE_DIR / "index-cache"))
+# the embedding model exported to ONNX, when FG_EMBEDDING_RUNTIME=onnx (one file per model version)
+FG_EMBEDDING_CACHE_DIR = env("FG_EMBEDDING_CACHE_DIR", str(embedded.STATE_DIR / "embedding-cache"))
 # dense search: "memory" (each process holds the vectors: exact, IVF from 50k units) or
 # "pgvector-hnsw" (PostgreSQL answers from pgvector's HNSW index, shared by every process; build it
 # with `manage.py hnsw_index`); refused with a clear message where pgvector would crash (selection/hnsw)

@@ -65,6 +65,9 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert e2e["index_build_s"] >= 0 and e2e["index_load_s"] >= 0 and e2e["index_cached"] is True
     assert entry["import"]["units"] == SIZE and entry["import"]["units_per_s"] > 0
     assert entry["import"]["ratio_to_raw_encode"] > 0 and entry["import"]["raw_encode_units_per_s"] > 0
+    # the model alone was timed before and after the import, and the bench names its runtime
+    assert len(entry["import"]["raw_encode_units_per_s_before_after"]) == 2
+    assert entry["import"]["runtime"] in ("torch", "onnx")
     pages = entry["pages"]
     assert set(pages) == {"trace", "evaluation", "audit_log", "trace_history"}
     for page in pages.values():
