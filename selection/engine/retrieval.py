@@ -209,6 +209,9 @@ def by_relevance(
     if n == 0:
         return []
     searches = [hits for hits in (pool.query, pool.objective) if hits is not None]
+    if accept is None and limit is not None:
+        positions = _bounded(searches, positions, max(limit, 0))
+        n = positions.size
     # summed in float64 in the order one unit's Python sum would take: the same values
     cosine = np.zeros(n)
     for hits in searches:
@@ -238,6 +241,30 @@ def by_relevance(
         if len(chosen) >= want or k >= n:
             return chosen[:want]
         k = min(k * 4, n)
+
+
+BOUNDED_FROM = 512  # positions from which a pull's shortlist is bounded by compact scores first
+
+
+def _bounded(searches, positions: np.ndarray, want: int) -> np.ndarray:
+    """The positions that can be among the `want` first of by_relevance's order, found from an
+    approximate searcher's bounds (DenseHits.bounds) without computing every exact cosine and BM25
+    score: the want-th best lower bound of the summed cosine, L, is at most the want-th best exact
+    sum, so whatever ranks in the first `want` (or within RELEVANCE_MARGIN of the want-th) has an
+    upper bound of at least L − RELEVANCE_MARGIN. The same first `want` as over all positions
+    (tests/selection/engine/test_engine_retrieval.py); all of them where no bound is offered."""
+    n = positions.size
+    dense = [hits.dense for hits in searches if hits.dense is not None]
+    if n < BOUNDED_FROM or not dense or want <= 0 or want >= n:
+        return positions
+    low, high = np.zeros(n), np.zeros(n)
+    for hits in dense:
+        bound = hits.bounds(positions)
+        if bound is None:
+            return positions
+        low, high = low + bound[0], high + bound[1]
+    floor = np.partition(low, n - want)[n - want] - RELEVANCE_MARGIN
+    return positions[high >= floor]
 
 
 def _unpooled(pool: Pool, lists) -> np.ndarray:

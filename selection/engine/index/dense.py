@@ -17,7 +17,7 @@ class DenseHits:
     it computed (`known`) and a function that scores any other positions exactly.
     """
 
-    __slots__ = ("top", "_full", "_known", "_exact")
+    __slots__ = ("top", "_full", "_known", "_exact", "_bounds")
 
     def __init__(
         self,
@@ -26,6 +26,7 @@ class DenseHits:
         full: np.ndarray | None = None,
         known: dict[int, float] | None = None,
         exact: Callable[[np.ndarray], np.ndarray] | None = None,
+        bounds: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
     ):
         if full is None and exact is None:
             raise ValueError("DenseHits needs every cosine or a way to compute one")
@@ -33,6 +34,7 @@ class DenseHits:
         self._full = full
         self._known = known if known is not None else {}
         self._exact = exact
+        self._bounds = bounds
 
     @property
     def full(self) -> np.ndarray | None:
@@ -41,7 +43,15 @@ class DenseHits:
 
     def with_top(self, top: np.ndarray) -> DenseHits:
         """The same cosines with another top list (a scoped search's)."""
-        return DenseHits(top, full=self._full, known=self._known, exact=self._exact)
+        return DenseHits(top, full=self._full, known=self._known, exact=self._exact, bounds=self._bounds)
+
+    def bounds(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(low, high) float64 arrays with low ≤ score(p) ≤ high for each position, from a compact
+        copy of the vectors (an approximate searcher's int8 codes), without computing the exact
+        cosines; None where the searcher offers no such bound (an exact one has every cosine)."""
+        if self._bounds is None:
+            return None
+        return self._bounds(np.asarray(positions, dtype=np.int64))
 
     def prefetch(self, positions: Sequence[int]) -> None:
         """Compute the cosines `score` will be asked for in one product instead of one by one."""

@@ -189,7 +189,9 @@ class IvfSearcher:
         query = normalise_vector(vector, self.dimension)
         _lists, rows, approx = self.probe(query)
         if rows.size == 0 or k <= 0:
-            return DenseHits(np.zeros(0, dtype=np.int64), known={}, exact=self._exact(query))
+            return DenseHits(
+                np.zeros(0, dtype=np.int64), known={}, exact=self._exact(query), bounds=self._bounds(query)
+            )
         # rescore the k best by compact score, then everything that could still beat the k-th
         first = np.argpartition(-approx, k - 1)[:k] if approx.size > k else np.arange(approx.size)
         exact = exact_cosines(self.matrix[np.sort(rows[first])], query)
@@ -202,11 +204,25 @@ class IvfSearcher:
         best = np.lexsort((positions, -cosines))[:k]
         top = positions[best]
         known = dict(zip(positions.tolist(), cosines.tolist(), strict=True))
-        return DenseHits(top, known=known, exact=self._exact(query))
+        return DenseHits(top, known=known, exact=self._exact(query), bounds=self._bounds(query))
 
     def cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Exact cosine of a normalised query to the given positions (a scope's rows)."""
         return self.matrix[self.row_of[positions]] @ query
+
+    def _bounds(self, query: np.ndarray):
+        """Bounds of the exact cosines of any positions from the int8 codes: the compact score
+        ± the row's quantisation error bound ± ERROR_SLACK (what search() trusts to rescore)."""
+        codes, row_of, error = self.codes, self.row_of, self.error
+        scaled = (query / self.scale).astype(np.float32)
+
+        def bounds(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            rows = row_of[positions]
+            approx = (codes[rows].astype(np.float32) @ scaled).astype(np.float64)
+            margin = error[rows].astype(np.float64) + ERROR_SLACK
+            return approx - margin, approx + margin
+
+        return bounds
 
     def _exact(self, query: np.ndarray):
         matrix, row_of = self.matrix, self.row_of

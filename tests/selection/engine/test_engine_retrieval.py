@@ -261,3 +261,42 @@ def test_dense_hits_scores_of_many_positions_are_score_of_each():
     one = searcher.search(query, 10)
     positions = np.asarray([5, 399, 0, 5, *one.top.tolist()[:3], 123], dtype=np.int64)
     assert many.scores_of(positions) == [one.score(int(p)) for p in positions]
+
+
+@pytest.mark.parametrize("need", [1, 3, 40])
+def test_a_pull_bounded_by_compact_scores_orders_as_every_exact_cosine_would(monkeypatch, need):
+    """On an approximate searcher a pull first keeps only what its int8 bounds say can still rank
+    among the first `need` (issue 17 at 1M: a class list holds 10–30k units), and chooses the
+    same units in the same order as scoring every one exactly, ties (duplicate vectors) included."""
+    from selection.engine import retrieval
+    from selection.engine.index.ivf import IvfSearcher
+    from selection.engine.types import EngineConfig
+
+    rng = np.random.default_rng(17)
+    centres = rng.standard_normal((6, 48))
+    vectors = centres[rng.integers(0, 6, 3000)] + 0.6 * rng.standard_normal((3000, 48))
+    vectors[2000:2100] = vectors[1000:1100]  # exact ties: the order falls to BM25, then position
+    words = "baseline retrieval budget scope store frame trace ledger pool rank".split()
+    units = [
+        Unit(id=f"u{i:05d}", project="p", evidence_class="note",
+             text=" ".join(words[(i * 7 + j) % len(words)] for j in range(2 + i % 4)))
+        for i in range(3000)
+    ]
+    index = CorpusIndex.build(units, vectors.astype(np.float32), dense_threshold=10)
+    assert isinstance(index.dense, IvfSearcher)
+    config = EngineConfig()
+    query, objective = vectors[1050] + 0.1 * centres[0], vectors[7]
+
+    def pool():
+        return retrieval.Pool(
+            query=retrieval.search(index, "budget scope", query, config),
+            objective=retrieval.search(index, "trace ledger", objective, config),
+        )
+
+    positions = np.arange(3000, dtype=np.int64)
+    kept = retrieval._bounded([pool().query, pool().objective], positions, need)
+    assert kept.size < positions.size / 4  # the bound did the work
+    bounded = retrieval.by_relevance(pool(), positions, need)
+    monkeypatch.setattr(retrieval, "BOUNDED_FROM", 10**9)
+    assert bounded == retrieval.by_relevance(pool(), positions, need)
+    assert len(bounded) == need
