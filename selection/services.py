@@ -57,12 +57,17 @@ _query_lock = threading.Lock()
 
 
 def embed_queries(texts: list[str]) -> list[tuple[float, ...]]:
-    """Dense vectors of queries and objectives; texts not seen before are embedded together in
-    one forward pass, and repeated texts (replays, evaluations) are embedded once per process."""
+    """Dense vectors of queries and objectives, each text in a forward pass of its own; repeated
+    texts (replays, evaluations) are embedded once per process.
+
+    Not one batch: padded to a longer text of its batch, a query came out different in the last
+    bits (up to 2e-7 a component), so its vector, and at a near tie its selection, depended on the
+    objective it happened to be embedded with; and the padded pair cost more than two passes
+    (docs/performance.md, "Replays and the end-to-end path")."""
     with _query_lock:
         missing = [t for t in dict.fromkeys(texts) if t not in _QUERY_VECTORS]
     if missing:
-        vectors = embeddings.embed_texts(missing)
+        vectors = [embeddings.embed_texts([text])[0] for text in missing]
         with _query_lock:
             for text, vector in zip(missing, vectors, strict=True):
                 _QUERY_VECTORS[text] = tuple(float(x) for x in vector)
@@ -107,7 +112,7 @@ class SelectionInputs:
 def selection_request(
     inputs: SelectionInputs, index: CorpusIndex, *, timings: StageTimings | None = None
 ) -> SelectionRequest:
-    """The engine request for `inputs`: query and objective embedded together, once per process."""
+    """The engine request for `inputs`: query and objective embedded (each alone, once per process)."""
     query_vector = objective_vector = None
     if inputs.use_dense and index.dense is not None:
         with timed(timings, TimedStage.EMBED):
