@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
+from enum import Enum
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -60,6 +61,54 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 def canonical(value: Any) -> str:
     """The JSON text digests are taken over: sorted keys, no whitespace, UTF-8 as is."""
     return _CANONICAL.encode(value)
+
+
+def _fields_of(cls: type):
+    """A function giving a dataclass's fields as a dict (no conversion), compiled once per type."""
+    names = tuple(f.name for f in fields(cls))
+    source = "def shallow(value):\n    return {" + ", ".join(f"{n!r}: value.{n}" for n in names) + "}"
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<fields of {cls.__qualname__}>", "exec"), namespace)  # noqa: S102
+    return namespace["shallow"]
+
+
+_SHALLOW: dict[type, Any] = {}
+
+
+def _engine_default(value: Any) -> Any:
+    """What the JSON encoder cannot encode itself, one level at a time, as to_jsonable would give it
+    (selection.engine.serialisation): a dataclass's fields, an Enum's value, a datetime's ISO text,
+    a mapping with str keys; anything else raises TypeError, as to_jsonable does."""
+    try:
+        return _SHALLOW[type(value)](value)
+    except KeyError:
+        pass
+    cls = type(value)
+    if is_dataclass(cls):
+        shallow = _SHALLOW[cls] = _fields_of(cls)
+        return shallow(value)
+    if isinstance(value, Enum):
+        return value._value_
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): value[k] for k in value}
+    raise TypeError(f"{cls.__name__} is not serialisable: {value!r}")
+
+
+# canonical() of to_jsonable(value), straight from the engine's frozen dataclasses: the C encoder
+# walks them (lists, floats and strings in C), calling _engine_default once per nested dataclass,
+# instead of to_jsonable building every dict in Python first (half a replay's trace-write time)
+_CANONICAL_ENGINE = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False,
+    default=_engine_default,
+)
+
+
+def canonical_engine(value: Any) -> str:
+    """canonical(to_jsonable(value)) for an engine value (a CandidateRecord), without the dicts:
+    the same text (tests/selection/test_trace_chain.py checks it over real traces)."""
+    return _CANONICAL_ENGINE.encode(value)
 
 
 _CANDIDATE_KEYS = tuple(sorted(_CANDIDATE_FIELDS))

@@ -295,6 +295,22 @@ class RetentionPolicy(models.Model):
         }
 
 
+class JSONTextField(models.JSONField):
+    """A JSONField stored as PostgreSQL `json` rather than `jsonb`: the text is kept as written and
+    only checked for syntax, where jsonb parses every value into its binary form. Trace candidates
+    are written by the thousand (a backtest chunk COPYs ~750 records) and read back whole, never
+    searched inside, so the parse was pure cost (about half of PostgreSQL's time on a replay's
+    COPY, issue 17). `->` lookups still work on json; psycopg decodes a json column itself."""
+
+    def db_type(self, connection):
+        return "json"
+
+    def from_db_value(self, value, expression, connection):
+        if value is not None and not isinstance(value, str):
+            return value  # already decoded by psycopg's json loader
+        return super().from_db_value(value, expression, connection)
+
+
 class TraceCandidate(models.Model):
     """One candidate's full record in a trace: admitted or not, it carries every signal."""
 
@@ -306,9 +322,7 @@ class TraceCandidate(models.Model):
     disposition = models.CharField(max_length=30, db_index=True)
     stage = models.CharField(max_length=30)
     reason_code = models.CharField(max_length=60, db_index=True)
-    record = models.JSONField(
-        default=dict, help_text="retrieval, signals, eligibility, budget state"
-    )
+    record = JSONTextField(default=dict, help_text="retrieval, signals, eligibility, budget state")
 
     class Meta:
         ordering = ["trace_id", "position"]

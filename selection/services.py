@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -23,8 +24,10 @@ from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.policy import UnknownWorkType as EngineUnknownWorkType
 from selection.engine.routing.types import RoutingInputs
+from selection.engine.serialisation import to_jsonable
 from selection.engine.timings import StageTimings, TimedStage, timed
 from selection.engine.types import (
+    ContextTrace,
     EngineConfig,
     ProjectFrame,
     SelectionRequest,
@@ -34,7 +37,7 @@ from selection.engine.types import (
 )
 
 from . import embeddings, store, telemetry
-from .chain import canonical, chain_link
+from .chain import canonical_engine, chain_link
 from .models import Project, Task, Trace, TraceCandidate
 from .scoring import ledger_for_task
 
@@ -54,12 +57,17 @@ _query_lock = threading.Lock()
 
 
 def embed_queries(texts: list[str]) -> list[tuple[float, ...]]:
-    """Dense vectors of queries and objectives; texts not seen before are embedded together in
-    one forward pass, and repeated texts (replays, evaluations) are embedded once per process."""
+    """Dense vectors of queries and objectives, each text in a forward pass of its own; repeated
+    texts (replays, evaluations) are embedded once per process.
+
+    Not one batch: padded to a longer text of its batch, a query came out different in the last
+    bits (up to 2e-7 a component), so its vector, and at a near tie its selection, depended on the
+    objective it happened to be embedded with; and the padded pair cost more than two passes
+    (docs/performance.md, "Replays and the end-to-end path")."""
     with _query_lock:
         missing = [t for t in dict.fromkeys(texts) if t not in _QUERY_VECTORS]
     if missing:
-        vectors = embeddings.embed_texts(missing)
+        vectors = [embeddings.embed_texts([text])[0] for text in missing]
         with _query_lock:
             for text, vector in zip(missing, vectors, strict=True):
                 _QUERY_VECTORS[text] = tuple(float(x) for x in vector)
@@ -104,7 +112,7 @@ class SelectionInputs:
 def selection_request(
     inputs: SelectionInputs, index: CorpusIndex, *, timings: StageTimings | None = None
 ) -> SelectionRequest:
-    """The engine request for `inputs`: query and objective embedded together, once per process."""
+    """The engine request for `inputs`: query and objective embedded (each alone, once per process)."""
     query_vector = objective_vector = None
     if inputs.use_dense and index.dense is not None:
         with timed(timings, TimedStage.EMBED):
@@ -262,7 +270,7 @@ class TraceEntry:
 
 def traces_write(entries: list[TraceEntry]) -> list[Trace]:
     """Persist many traces in one bulk insert of their headers and one COPY of every candidate, in
-    entry order. Each candidate's record is encoded to JSON text once (chain.canonical): the text
+    entry order. Each candidate's record is encoded to JSON text once (chain.canonical_engine): the text
     the chain digest is taken over is the text COPY sends."""
     headers: list[Trace] = []
     rows: list[_CandidateRow] = []
@@ -301,7 +309,7 @@ class _CandidateRow:
     disposition: str
     stage: str
     reason_code: str
-    record: dict
+    record: str  # its canonical JSON text (what COPY sends and the chain digest reads)
 
 
 def _copy_candidates(rows: list[_CandidateRow], records: list[str]) -> None:
@@ -323,11 +331,22 @@ def _copy_candidates(rows: list[_CandidateRow], records: list[str]) -> None:
             )
 
 
+_HEADER_FIELDS = tuple(f.name for f in dataclass_fields(ContextTrace) if f.name != "candidates")
+
+
+def _plain_text(value) -> str:
+    """A candidate's column value as its JSON form gives it (a str, or a str Enum's value)."""
+    return value if type(value) is str else to_jsonable(value)
+
+
 def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[_CandidateRow], list[str]]:
-    """The trace's header row, its candidate rows, and each candidate's record as JSON text."""
+    """The trace's header row, its candidate rows, and each candidate's record as JSON text.
+
+    The header is the trace's JSON form less its candidates; each candidate's record goes straight
+    from the frozen CandidateRecord to its canonical text (chain.canonical_engine), never through a
+    dict, and its columns are read off the record."""
     result, engine_trace = entry.result, entry.result.trace
-    trace_doc = engine_trace.as_dict()
-    candidates = trace_doc.pop("candidates")
+    trace_doc = {name: to_jsonable(getattr(engine_trace, name)) for name in _HEADER_FIELDS}
     trace = Trace(
         created_at=timezone.now(),
         project=entry.project,
@@ -346,14 +365,19 @@ def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[_CandidateRow], list[str
         bundle=result.bundle.as_dict(),
         source=entry.source,
     )
-    rows = [
-        _CandidateRow(
-            trace, i, doc["unit_id"], doc["project"], doc["evidence_class"], doc["disposition"],
-            doc["stage"], doc["reason_code"], doc,
+    rows = []
+    texts = []
+    for i, record in enumerate(engine_trace.candidates):
+        text = canonical_engine(record)
+        rows.append(
+            _CandidateRow(
+                trace, i, _plain_text(record.unit_id), _plain_text(record.project),
+                _plain_text(record.evidence_class), _plain_text(record.disposition),
+                _plain_text(record.stage), _plain_text(record.reason_code), text,
+            )
         )
-        for i, doc in enumerate(candidates)
-    ]
-    return trace, rows, [canonical(doc) for doc in candidates]
+        texts.append(text)
+    return trace, rows, texts
 
 
 def replay_task(

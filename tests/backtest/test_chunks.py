@@ -202,6 +202,15 @@ def test_a_chunk_written_trace_reads_back_renders_and_digests_as_before(sift, cl
     assert content_digest(fields, rows) == expected
     assert content_digest(fields, rows, [canonical(r["record"]) for r in rows]) == expected
     assert chain.link_digest(expected, trace.previous_digest) == trace.digest
+    # each record went from the engine's dataclasses straight to its canonical text, the very text
+    # of its JSON form, and the json column keeps that text as it was sent
+    texts = [chain.canonical_engine(c) for c in again.trace.candidates]
+    assert texts == [canonical(to_jsonable(c)) for c in again.trace.candidates]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT record::text FROM selection_tracecandidate WHERE trace_id = %s ORDER BY position", [trace.pk]
+        )
+        assert [text for (text,) in cursor.fetchall()] == texts
     assert not verify_chain(sift).broken
     client.force_login(sift_users["auditor"])
     page = client.get(reverse("trace-detail", args=[trace.pk]))
