@@ -250,7 +250,6 @@ STORAGES = {
 
 # Selection defaults; the engine itself reads no settings.
 FG_DEFAULT_BUDGET = int(env("FG_DEFAULT_BUDGET", "1500"))
-FG_CANDIDATE_POOL = int(env("FG_CANDIDATE_POOL", "40"))
 # the model frame builder: an OpenAI-compatible chat endpoint (Ollama, llama.cpp); off when unset
 FG_READER_MODEL_URL = env("FG_READER_MODEL_URL", "")
 FG_READER_MODEL_NAME = env("FG_READER_MODEL_NAME", "")
