@@ -65,12 +65,11 @@ def search(
     text: str,
     vector,
     config: EngineConfig,
-    dense: np.ndarray | None = None,
     allowed: np.ndarray | None = None,
     rows: np.ndarray | None = None,
     searched: DenseHits | None = None,
 ) -> QueryHits:
-    """BM25 and dense hits for one text; `dense` may pass every cosine, computed elsewhere.
+    """BM25 and dense hits for one text.
 
     With `allowed` (a boolean mask over positions: the frame's scope; `rows`, its positions
     ascending, when the caller has them), both retrievers rank only allowed units, so out-of-scope
@@ -78,18 +77,16 @@ def search(
     of `vector`, computed elsewhere (`_dense_pair`)."""
     tokens = tokenise(text)
     if allowed is not None:
-        return _search_scope(index, tokens, vector, config, dense, allowed, rows)
+        return _search_scope(index, tokens, vector, config, allowed, rows)
     bm25 = index.bm25.search(tokens, config.lexical_k)
     lexical = bm25.top
     hits: DenseHits | None = None
-    if dense is not None:
-        hits = DenseHits(top_k(dense, config.dense_k), full=dense)
+    if searched is not None:
+        hits = searched
     elif vector is not None and index.dense is not None:
         searcher = index.dense
         query = normalise_vector(vector, searcher.dimension)
-        if searched is not None:
-            hits = searched
-        elif hasattr(searcher, "search"):
+        if hasattr(searcher, "search"):
             hits = searcher.search(query, config.dense_k)
         else:
             full = np.asarray(searcher.scores(query))
@@ -121,7 +118,7 @@ def _fuse(bm25, lexical, hits, config, skipped, searched) -> QueryHits:
     return QueryHits(bm25, lexical, hits, dense_top, fused[: config.pool_size], skipped, searched)
 
 
-def _search_scope(index: CorpusIndex, tokens, vector, config: EngineConfig, dense, allowed, rows) -> QueryHits:
+def _search_scope(index: CorpusIndex, tokens, vector, config: EngineConfig, allowed, rows) -> QueryHits:
     """Both retrievers over a scope only; ties by position, as unscoped.
 
     BM25 scores the scope's units with the scope's own statistics (ScopedScores: the scores an
@@ -137,9 +134,7 @@ def _search_scope(index: CorpusIndex, tokens, vector, config: EngineConfig, dens
     skipped = frozenset(int(p) for p in unscoped[~allowed[unscoped]])
     hits: DenseHits | None = None
     searcher = index.dense
-    if dense is not None:
-        hits = DenseHits(_masked_top(dense, allowed, config.dense_k), full=dense)
-    elif vector is not None and searcher is not None:
+    if vector is not None and searcher is not None:
         query = normalise_vector(vector, searcher.dimension)
         cosines = getattr(searcher, "cosines", None)
         if cosines is not None and searched_by_rows(rows, len(index)):
