@@ -15,10 +15,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from django.contrib.postgres.fields import ArrayField
-from django.db import IntegrityError, connection, models, transaction
-from psycopg.types.json import Jsonb
+from django.db import IntegrityError, models, transaction
 
 from authority.audit import audit_record
 from authority.models import FrameVersion
@@ -32,20 +30,17 @@ from selection.corpus import (
     UnitRecord,
     read_corpus,
 )
-from selection.engine.types import Unit
 
 from . import embeddings, telemetry
 from .corpus_parts import ImportedCorpus, corpus_parts
-from .generated import units_copy
+from .generated import links_copy, unit_copy_row, units_copy
 from .models import (
     Corpus,
     LedgerEntry,
-    LinkKind,
     MemoryUnit,
     Project,
     Task,
     TaskSignal,
-    UnitLink,
 )
 
 __all__ = ["CorpusRefused", "corpus_check", "corpus_export", "corpus_import"]
@@ -310,41 +305,15 @@ def _write_units(
         if advanced is not None:
             advanced(len(batch))
     created = dict(MemoryUnit.objects.filter(corpus=corpus).values_list("uid", "id"))
-    with connection.cursor() as cursor, cursor.cursor.copy(
-        f"COPY {UnitLink._meta.db_table} (source_id, target_id, kind, position) FROM STDIN"
-    ) as copy:
-        for record in records:
-            for kind, targets in _links(record.unit):
-                for position, target in enumerate(targets):
-                    copy.write_row((created[record.unit.id], created[target], kind, position))
+    links_copy((record.unit for record in records), created)
     return created
 
 
-def _unit_copy_row(
-    corpus: Corpus, projects: dict[str, Project], record: UnitRecord, vector
-) -> tuple:
-    """The unit's row for units_copy, in UNIT_COLUMNS order."""
-    unit = record.unit
+def _unit_copy_row(corpus: Corpus, projects: dict[str, Project], record: UnitRecord, vector) -> tuple:
     extras = dict(record.extras)
     if record.open_loop_extras:
         extras[OPEN_LOOP_EXTRAS] = record.open_loop_extras
-    return (
-        corpus.pk, projects[unit.project].pk, unit.id, record.line, unit.evidence_class,
-        unit.title, unit.text, unit.tokens, unit.created_at, unit.valid_from, unit.valid_to,
-        unit.open_loop.status if unit.open_loop else "",
-        unit.open_loop.kind if unit.open_loop else "",
-        list(unit.paths), unit.subject or "", unit.facet or "", unit.root,
-        None if vector is None else np.asarray(vector, dtype=np.float32), Jsonb(extras),
-    )
-
-
-def _links(unit: Unit) -> list[tuple[str, tuple[str, ...]]]:
-    return [
-        (LinkKind.SUPERSEDES, unit.supersedes),
-        (LinkKind.ECHO_OF, (unit.echo_of,) if unit.echo_of else ()),
-        (LinkKind.SUPPORTS, unit.supports),
-        (LinkKind.REFUTES, unit.refutes),
-    ]
+    return unit_copy_row(corpus.pk, projects[record.unit.project].pk, record.unit, record.line, vector, extras)
 
 
 def _task_frame_json(frame: TaskFrameSpec | None) -> dict[str, Any]:
