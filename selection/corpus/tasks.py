@@ -76,10 +76,7 @@ def _task(
     if "id" in known:
         fields["id"] = report.identifier(known["id"], place.at("id"), "task id")
     if "project" in known:
-        project = report.identifier(known["project"], place.at("project"), "project slug")
-        if project is not None and project not in declared:
-            report.add(place.at("project"), f'project "{project}" is not declared in corpus.yaml')
-        fields["project"] = project
+        fields["project"] = report.project(known["project"], place.at("project"), declared)
     if "query" in known:
         fields["query"] = report.string(known["query"], place.at("query"), nonempty=True)
     if "budget_tokens" in known:
@@ -263,10 +260,7 @@ def _proposal(
     if "id" in known:
         fields["id"] = report.identifier(known["id"], place.at("id"), "proposal id")
     if "project" in known:
-        project = report.identifier(known["project"], place.at("project"), "project slug")
-        if project is not None and project not in declared:
-            report.add(place.at("project"), f'project "{project}" is not declared in corpus.yaml')
-        fields["project"] = project
+        fields["project"] = report.project(known["project"], place.at("project"), declared)
     for key in PROPOSAL_OPTIONAL:
         if key in known:
             fields[key] = report.string(known[key], place.at(key))
