@@ -34,14 +34,7 @@ from selection.corpus import (
 from . import embeddings, telemetry
 from .corpus_parts import ImportedCorpus, corpus_parts
 from .generated import links_copy, unit_copy_row, units_copy
-from .models import (
-    Corpus,
-    LedgerEntry,
-    MemoryUnit,
-    Project,
-    Task,
-    TaskSignal,
-)
+from .models import Corpus, LedgerEntry, MemoryUnit, Project, Task, TaskSignal
 
 __all__ = ["CorpusRefused", "corpus_check", "corpus_export", "corpus_import"]
 
