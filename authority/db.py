@@ -2,6 +2,20 @@
 
 from django.db import migrations
 
+_REFUSE = """RAISE EXCEPTION '% rows are append-only: % refused', TG_TABLE_NAME, TG_OP
+                USING ERRCODE = 'integrity_constraint_violation';"""
+
+
+def _refusing_function(function: str) -> str:
+    """A trigger function that refuses every UPDATE and DELETE of its table."""
+    return f"""
+        CREATE OR REPLACE FUNCTION {function}() RETURNS trigger AS $$
+        BEGIN
+            {_REFUSE}
+        END;
+        $$ LANGUAGE plpgsql;
+        """
+
 
 def append_only(table: str) -> migrations.RunSQL:
     """A trigger that refuses UPDATE and DELETE on a table: history is never rewritten.
@@ -10,14 +24,8 @@ def append_only(table: str) -> migrations.RunSQL:
     """
     function = f"{table}_append_only"
     return migrations.RunSQL(
-        sql=f"""
-        CREATE OR REPLACE FUNCTION {function}() RETURNS trigger AS $$
-        BEGIN
-            RAISE EXCEPTION '% rows are append-only: % refused', TG_TABLE_NAME, TG_OP
-                USING ERRCODE = 'integrity_constraint_violation';
-        END;
-        $$ LANGUAGE plpgsql;
-        CREATE TRIGGER {table}_no_update BEFORE UPDATE OR DELETE ON {table}
+        sql=_refusing_function(function)
+        + f"""CREATE TRIGGER {table}_no_update BEFORE UPDATE OR DELETE ON {table}
             FOR EACH ROW EXECUTE FUNCTION {function}();
         """,
         reverse_sql=f"""
@@ -57,17 +65,9 @@ def append_only_but_tombstones(
                 IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
                 RETURN NEW;
             END IF;
-            RAISE EXCEPTION '% rows are append-only: % refused', TG_TABLE_NAME, TG_OP
-                USING ERRCODE = 'integrity_constraint_violation';
+            {_REFUSE}
         END;
         $$ LANGUAGE plpgsql;
         """,
-        reverse_sql=f"""
-        CREATE OR REPLACE FUNCTION {function}() RETURNS trigger AS $$
-        BEGIN
-            RAISE EXCEPTION '% rows are append-only: % refused', TG_TABLE_NAME, TG_OP
-                USING ERRCODE = 'integrity_constraint_violation';
-        END;
-        $$ LANGUAGE plpgsql;
-        """,
+        reverse_sql=_refusing_function(function),
     )

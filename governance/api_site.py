@@ -160,13 +160,7 @@ def _signed_in(view):
         signed_in = user is not None and user.is_authenticated and user.is_active
         if signed_in or tokens.token_user_from_header(request.headers.get("Authorization", "")) is not None:
             return view(request, *args, **kwargs)
-        return problem(
-            request,
-            401,
-            "Authentication required",
-            "send a live API token as `Authorization: Bearer <token>`, or sign in",
-            slug="unauthenticated",
-        )
+        return _unauthenticated(request, None)
 
     return wrapped
 
@@ -195,7 +189,7 @@ def _validation(request, exc: ValidationError):
 
 
 @api.exception_handler(AuthenticationError)
-def _unauthenticated(request, exc):
+def _unauthenticated(request, exc: AuthenticationError | None):
     return problem(
         request,
         401,

@@ -3,6 +3,8 @@
 The rows look like an import's — projects with a promoted frame version 1, units with their
 vectors, links, tasks with a MUST ledger — so every service reads them as any corpus. Frame
 versions and promotions are written by authority.services, the audit row by authority.audit.
+The COPY writers here (unit_copy_row, units_copy, links_copy) are the corpus import's and the
+memory re-import's too: a unit becomes a row, and its links rows, in one place.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from authority.audit import audit_record
 from authority.services import frame_version_create, promotion_create
 from selection.engine.types import Unit
 
-from .models import Corpus, LedgerEntry, MemoryUnit, Project, Task
+from .models import Corpus, LedgerEntry, LinkKind, MemoryUnit, Project, Task, UnitLink
 
 UNIT_COLUMNS = (
     "corpus_id", "project_id", "uid", "position", "evidence_class", "title", "text", "tokens",
@@ -73,9 +75,12 @@ def generated_corpus_write(data: GeneratedCorpus) -> tuple[Corpus, dict[str, Pro
         version = frame_version_create(project=project, snapshot=snapshot, origin="import")
         promotion_create(project=project, frame_version=version)
         projects[slug] = project
-    _copy_units(data, corpus, projects)
+    units_copy(
+        unit_copy_row(corpus.pk, projects[unit.project].pk, unit, i + 1, data.vectors[i], {})
+        for i, unit in enumerate(data.units)
+    )
     ids = dict(MemoryUnit.objects.filter(corpus=corpus).values_list("uid", "id"))
-    _copy_links(data.units, ids)
+    links_copy(data.units, ids)
     _write_tasks(data.tasks, corpus, projects, ids)
     audit_record(
         actor=None, project=None, action="corpus.imported", obj=corpus,
@@ -97,33 +102,32 @@ def units_copy(rows: Iterable[tuple]) -> None:
             copy.write_row(row)
 
 
-def _copy_units(data: GeneratedCorpus, corpus: Corpus, projects: dict[str, Project]) -> None:
-    units_copy(
-        (
-            corpus.pk, projects[unit.project].pk, unit.id, i + 1, unit.evidence_class,
-            unit.title, unit.text, unit.tokens, unit.created_at, unit.valid_from,
-            unit.valid_to, loop.status if loop else "", loop.kind if loop else "",
-            list(unit.paths), unit.subject or "", unit.facet or "", unit.root,
-            np.asarray(data.vectors[i], dtype=np.float32), Jsonb({}),
-        )
-        for i, unit in enumerate(data.units)
-        for loop in (unit.open_loop,)
+def unit_copy_row(corpus_id: int, project_id: int, unit: Unit, position: int, vector, extras: dict) -> tuple:
+    """The unit's row for units_copy, in UNIT_COLUMNS order (`vector` None: no embedding)."""
+    loop = unit.open_loop
+    return (
+        corpus_id, project_id, unit.id, position, unit.evidence_class, unit.title, unit.text, unit.tokens,
+        unit.created_at, unit.valid_from, unit.valid_to, loop.status if loop else "", loop.kind if loop else "",
+        list(unit.paths), unit.subject or "", unit.facet or "", unit.root,
+        None if vector is None else np.asarray(vector, dtype=np.float32), Jsonb(extras),
     )
 
 
-def _copy_links(units: Sequence[Unit], ids: dict[str, int]) -> None:
-    sql = "COPY selection_unitlink (source_id, target_id, kind, position) FROM STDIN"
+def links_copy(units: Iterable[Unit], ids: dict[str, int]) -> None:
+    """COPY the units' links (each kind's targets in their listed order) inside the caller's
+    transaction; `ids` maps every unit id, linked or linking, to its row id."""
+    sql = f"COPY {UnitLink._meta.db_table} (source_id, target_id, kind, position) FROM STDIN"
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for unit in units:
             source = ids[unit.id]
             for kind, targets in (
-                ("supersedes", unit.supersedes),
-                ("echo_of", (unit.echo_of,) if unit.echo_of else ()),
-                ("supports", unit.supports),
-                ("refutes", unit.refutes),
+                (LinkKind.SUPERSEDES, unit.supersedes),
+                (LinkKind.ECHO_OF, (unit.echo_of,) if unit.echo_of else ()),
+                (LinkKind.SUPPORTS, unit.supports),
+                (LinkKind.REFUTES, unit.refutes),
             ):
                 for position, target in enumerate(targets):
-                    copy.write_row((source, ids[target], kind, position))
+                    copy.write_row((source, ids[target], kind.value, position))
 
 
 def _write_tasks(

@@ -15,10 +15,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from django.contrib.postgres.fields import ArrayField
-from django.db import IntegrityError, connection, models, transaction
-from psycopg.types.json import Jsonb
+from django.db import IntegrityError, models, transaction
 
 from authority.audit import audit_record
 from authority.models import FrameVersion
@@ -32,21 +30,11 @@ from selection.corpus import (
     UnitRecord,
     read_corpus,
 )
-from selection.engine.types import Unit
 
 from . import embeddings, telemetry
 from .corpus_parts import ImportedCorpus, corpus_parts
-from .generated import units_copy
-from .models import (
-    Corpus,
-    LedgerEntry,
-    LinkKind,
-    MemoryUnit,
-    Project,
-    Task,
-    TaskSignal,
-    UnitLink,
-)
+from .generated import links_copy, unit_copy_row, units_copy
+from .models import Corpus, LedgerEntry, MemoryUnit, Project, Task, TaskSignal
 
 __all__ = ["CorpusRefused", "corpus_check", "corpus_export", "corpus_import"]
 
@@ -258,20 +246,7 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
         projects[spec.slug] = project
         first_versions[spec.slug] = version
 
-    # one COPY per batch, the progress said between them: a progress callback may write to the
-    # database (a job's row), which it cannot while a COPY holds the connection
-    pairs = list(zip(data.units, vectors or [None] * len(data.units), strict=True))
-    for batch in _batches(pairs):
-        units_copy(_unit_copy_row(corpus, projects, record, vector) for record, vector in batch)
-        advanced(len(batch))
-    created = dict(MemoryUnit.objects.filter(corpus=corpus).values_list("uid", "id"))
-    with connection.cursor() as cursor, cursor.cursor.copy(
-        f"COPY {UnitLink._meta.db_table} (source_id, target_id, kind, position) FROM STDIN"
-    ) as copy:
-        for record in data.units:
-            for kind, targets in _links(record.unit):
-                for position, target in enumerate(targets):
-                    copy.write_row((created[record.unit.id], created[target], kind, position))
+    created = _write_units(corpus, projects, data.units, vectors, advanced)
 
     for position, spec in enumerate(data.tasks):
         _write_task(corpus, projects[spec.project], created, spec, position)
@@ -304,61 +279,34 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
     return corpus
 
 
-def _unit_copy_row(
-    corpus: Corpus, projects: dict[str, Project], record: UnitRecord, vector
-) -> tuple:
-    """The unit's row for units_copy, in UNIT_COLUMNS order."""
-    unit = record.unit
+def _write_units(
+    corpus: Corpus,
+    projects: dict[str, Project],
+    records: list[UnitRecord],
+    vectors: list[Any],
+    advanced: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """COPY the units and their links into `corpus`; returns the units' row ids by unit id.
+
+    The corpus import and the memory re-import both write units here, so a unit becomes a row
+    in one place. One COPY per batch, `advanced` told between them: a progress callback may write
+    to the database (a job's row), which it cannot while a COPY holds the connection.
+    """
+    pairs = list(zip(records, vectors or [None] * len(records), strict=True))
+    for batch in _batches(pairs):
+        units_copy(_unit_copy_row(corpus, projects, record, vector) for record, vector in batch)
+        if advanced is not None:
+            advanced(len(batch))
+    created = dict(MemoryUnit.objects.filter(corpus=corpus).values_list("uid", "id"))
+    links_copy((record.unit for record in records), created)
+    return created
+
+
+def _unit_copy_row(corpus: Corpus, projects: dict[str, Project], record: UnitRecord, vector) -> tuple:
     extras = dict(record.extras)
     if record.open_loop_extras:
         extras[OPEN_LOOP_EXTRAS] = record.open_loop_extras
-    return (
-        corpus.pk, projects[unit.project].pk, unit.id, record.line, unit.evidence_class,
-        unit.title, unit.text, unit.tokens, unit.created_at, unit.valid_from, unit.valid_to,
-        unit.open_loop.status if unit.open_loop else "",
-        unit.open_loop.kind if unit.open_loop else "",
-        list(unit.paths), unit.subject or "", unit.facet or "", unit.root,
-        None if vector is None else np.asarray(vector, dtype=np.float32), Jsonb(extras),
-    )
-
-
-def _unit_row(
-    corpus: Corpus, projects: dict[str, Project], record: UnitRecord, vector
-) -> MemoryUnit:
-    unit = record.unit
-    extras = dict(record.extras)
-    if record.open_loop_extras:
-        extras[OPEN_LOOP_EXTRAS] = record.open_loop_extras
-    return MemoryUnit(
-        corpus=corpus,
-        project=projects[unit.project],
-        uid=unit.id,
-        position=record.line,
-        evidence_class=unit.evidence_class,
-        title=unit.title,
-        text=unit.text,
-        tokens=unit.tokens,
-        created_at=unit.created_at,
-        valid_from=unit.valid_from,
-        valid_to=unit.valid_to,
-        open_loop_status=unit.open_loop.status if unit.open_loop else "",
-        open_loop_kind=unit.open_loop.kind if unit.open_loop else "",
-        paths=list(unit.paths),
-        subject=unit.subject or "",
-        facet=unit.facet or "",
-        root=unit.root,
-        embedding=None if vector is None else [float(x) for x in vector],
-        extras=extras,
-    )
-
-
-def _links(unit: Unit) -> list[tuple[str, tuple[str, ...]]]:
-    return [
-        (LinkKind.SUPERSEDES, unit.supersedes),
-        (LinkKind.ECHO_OF, (unit.echo_of,) if unit.echo_of else ()),
-        (LinkKind.SUPPORTS, unit.supports),
-        (LinkKind.REFUTES, unit.refutes),
-    ]
+    return unit_copy_row(corpus.pk, projects[record.unit.project].pk, record.unit, record.line, vector, extras)
 
 
 def _task_frame_json(frame: TaskFrameSpec | None) -> dict[str, Any]:

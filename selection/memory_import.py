@@ -25,8 +25,8 @@ from selection.engine.routing.route import structural_conflicts
 from selection.engine.routing.types import Conflict
 
 from . import store
-from .importing import _batches, _embed, _links, _refusals, _unit_row, corpus_import
-from .models import Corpus, MemoryUnit, Project, UnitLink
+from .importing import _embed, _refusals, _write_units, corpus_import
+from .models import Corpus, Project
 
 # corpus.yaml's top-level "x-memory" (kept in Corpus.extras): {"lineage", "version", "source"}
 LINEAGE = "x-memory"
@@ -121,19 +121,7 @@ def _reimport(data: CorpusData, project: Project, *, version: int, missing, acto
         )
         project.corpus = corpus
         project.save(update_fields=["corpus"])
-        rows = [
-            _unit_row(corpus, {project.slug: project}, r, v)
-            for r, v in zip(data.units, vectors or [None] * len(data.units), strict=True)
-        ]
-        created: dict[str, MemoryUnit] = {}
-        for batch in _batches(rows):
-            created.update((row.uid, row) for row in MemoryUnit.objects.bulk_create(batch))
-        UnitLink.objects.bulk_create(
-            UnitLink(source=created[r.unit.id], target=created[t], kind=kind, position=i)
-            for r in data.units
-            for kind, targets in _links(r.unit)
-            for i, t in enumerate(targets)
-        )
+        _write_units(corpus, {project.slug: project}, data.units, vectors)
         if frame_changes:
             frame_version = frame_version_create(
                 project=project, snapshot=spec.frame, parent=current, author=actor, origin="import"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -163,6 +163,13 @@ class Report:
             self.add(place, f'{what} "{value}" does not match [a-z0-9][a-z0-9_.-]*')
             return None
         return value
+
+    def project(self, value: Any, place: Place, declared: Collection[str]) -> str | None:
+        """A project slug, reported when corpus.yaml does not declare it (and returned all the same)."""
+        project = self.identifier(value, place, "project slug")
+        if project is not None and project not in declared:
+            self.add(place, f'project "{project}" is not declared in corpus.yaml')
+        return project
 
     def items(self, value: Any, place: Place) -> list[tuple[Place, Any]] | None:
         if not isinstance(value, list):

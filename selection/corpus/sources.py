@@ -228,6 +228,7 @@ class JsonLines:
 
 
 _ID_IN_RAW_LINE = re.compile(r'"id"\s*:\s*"([^"\\]*)"')
+_TOO_DEEP = f"nests deeper than {limits.MAX_DEPTH} levels of objects and arrays"
 
 
 def load_jsonl(path: Path, file: str, report: Report) -> JsonLines | None:
@@ -264,32 +265,18 @@ def load_jsonl(path: Path, file: str, report: Report) -> JsonLines | None:
         try:
             value = json.loads(line, object_pairs_hook=pairs, parse_constant=_refuse_constant)
         except json.JSONDecodeError as error:
-            report.add_file(
-                file, f"line {number}", f"is not valid JSON: {error.msg} at column {error.colno}"
-            )
-            unreadable.update(_ID_IN_RAW_LINE.findall(line)[:1])
-            continue
+            unread = f"is not valid JSON: {error.msg} at column {error.colno}"
         except ValueError as error:
-            report.add_file(file, f"line {number}", f"is not valid JSON: {error}")
-            unreadable.update(_ID_IN_RAW_LINE.findall(line)[:1])
-            continue
+            unread = f"is not valid JSON: {error}"
         except RecursionError:
-            report.add_file(
-                file,
-                f"line {number}",
-                f"nests deeper than {limits.MAX_DEPTH} levels of objects and arrays",
-            )
-            unreadable.update(_ID_IN_RAW_LINE.findall(line)[:1])
-            continue
-        if not isinstance(value, dict):
-            report.add_file(file, f"line {number}", "must hold one JSON object")
-            continue
-        if limits.depth(value) > limits.MAX_DEPTH:
-            report.add_file(
-                file,
-                f"line {number}",
-                f"nests deeper than {limits.MAX_DEPTH} levels of objects and arrays",
-            )
+            unread = _TOO_DEEP
+        else:
+            if not isinstance(value, dict):
+                report.add_file(file, f"line {number}", "must hold one JSON object")
+                continue
+            unread = _TOO_DEEP if limits.depth(value) > limits.MAX_DEPTH else None
+        if unread is not None:
+            report.add_file(file, f"line {number}", unread)
             unreadable.update(_ID_IN_RAW_LINE.findall(line)[:1])
             continue
         problems = list(limits.value_problems(value))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from selection.corpus.frames import FRAME_KEYS, check_frame, merge_patch
@@ -38,25 +38,36 @@ def check_tasks(
     units: Mapping[str, Unit],
 ) -> tuple[list[TaskSpec], dict[str, Any]]:
     """`unit_ids`: every id units.jsonl names; `units`: those that passed their own checks."""
+    return _entries(
+        doc,
+        report,
+        "tasks",
+        "task",
+        lambda value, place: _task(value, place, report, declared=declared, unit_ids=unit_ids, units=units),
+    )
+
+
+def _entries(
+    doc: YamlDocument, report: Report, key: str, what: str, check: Callable[[Any, Place], Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The document's list under `key`, each entry checked by `check` (None: refused) and its id
+    unique in the file; returns the entries that passed and the document's "x-" keys."""
     root = Place(doc.file, (), doc.lines)
-    known, extras = report.mapping(doc.value, root, required=("tasks",))
-    if not known or "tasks" not in known:
+    known, extras = report.mapping(doc.value, root, required=(key,))
+    if not known or key not in known:
         return [], extras
-    entries = report.items(known["tasks"], root.at("tasks")) or []
-    tasks: list[TaskSpec] = []
+    entries: list[Any] = []
     first: dict[str, str] = {}
-    for place, value in entries:
-        task = _task(value, place, report, declared=declared, unit_ids=unit_ids, units=units)
-        if task is None:
+    for place, value in report.items(known[key], root.at(key)) or []:
+        entry = check(value, place)
+        if entry is None:
             continue
-        if task.id in first:
-            report.add(
-                place.at("id"), f'duplicate task id "{task.id}": already used at {first[task.id]}'
-            )
+        if entry.id in first:
+            report.add(place.at("id"), f'duplicate {what} id "{entry.id}": already used at {first[entry.id]}')
             continue
-        first[task.id] = place.location
-        tasks.append(task)
-    return tasks, extras
+        first[entry.id] = place.location
+        entries.append(entry)
+    return entries, extras
 
 
 def _task(
@@ -76,10 +87,7 @@ def _task(
     if "id" in known:
         fields["id"] = report.identifier(known["id"], place.at("id"), "task id")
     if "project" in known:
-        project = report.identifier(known["project"], place.at("project"), "project slug")
-        if project is not None and project not in declared:
-            report.add(place.at("project"), f'project "{project}" is not declared in corpus.yaml')
-        fields["project"] = project
+        fields["project"] = report.project(known["project"], place.at("project"), declared)
     if "query" in known:
         fields["query"] = report.string(known["query"], place.at("query"), nonempty=True)
     if "budget_tokens" in known:
@@ -224,26 +232,13 @@ def check_proposals(
     declared: Collection[str],
 ) -> tuple[list[ProposalSpec], dict[str, Any]]:
     """`projects` holds the projects whose frames passed their checks; `declared` every slug."""
-    root = Place(doc.file, (), doc.lines)
-    known, extras = report.mapping(doc.value, root, required=("proposals",))
-    if not known or "proposals" not in known:
-        return [], extras
-    proposals: list[ProposalSpec] = []
-    first: dict[str, str] = {}
-    for place, value in report.items(known["proposals"], root.at("proposals")) or []:
-        proposal = _proposal(value, place, report, projects=projects, declared=declared)
-        if proposal is None:
-            continue
-        if proposal.id in first:
-            report.add(
-                place.at("id"),
-                f'duplicate proposal id "{proposal.id}": already used at {first[proposal.id]}',
-            )
-            continue
-        first[proposal.id] = place.location
-        proposals.append(proposal)
-    return proposals, extras
-
+    return _entries(
+        doc,
+        report,
+        "proposals",
+        "proposal",
+        lambda value, place: _proposal(value, place, report, projects=projects, declared=declared),
+    )
 
 def _proposal(
     value: Any,
@@ -263,10 +258,7 @@ def _proposal(
     if "id" in known:
         fields["id"] = report.identifier(known["id"], place.at("id"), "proposal id")
     if "project" in known:
-        project = report.identifier(known["project"], place.at("project"), "project slug")
-        if project is not None and project not in declared:
-            report.add(place.at("project"), f'project "{project}" is not declared in corpus.yaml')
-        fields["project"] = project
+        fields["project"] = report.project(known["project"], place.at("project"), declared)
     for key in PROPOSAL_OPTIONAL:
         if key in known:
             fields[key] = report.string(known[key], place.at(key))

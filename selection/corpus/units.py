@@ -109,10 +109,7 @@ def _parse(line: JsonLine, report: Report, declared: Collection[str]) -> _Parsed
     if "id" in known:
         fields["id"] = report.identifier(known["id"], place.at("id"), "unit id")
     if "project" in known:
-        project = report.identifier(known["project"], place.at("project"), "project slug")
-        if project is not None and project not in declared:
-            report.add(place.at("project"), f'project "{project}" is not declared in corpus.yaml')
-        fields["project"] = project
+        fields["project"] = report.project(known["project"], place.at("project"), declared)
     if "class" in known:
         fields["evidence_class"] = report.identifier(
             known["class"], place.at("class"), "class name"

@@ -11,8 +11,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from selection.corpus import CorpusError
+from selection.corpus import CorpusError, read_corpus
 from selection.corpus.memory_markdown import read_memory_directory
+from selection.importing import corpus_import
+from selection.memory_import import _reimport, memory_import
+from selection.models import MemoryUnit, Project, UnitLink
+from tests.selection.test_import import CORPUS_YAML, UNITS, write_corpus_dir
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "nightnotes-memory"
 
@@ -242,3 +246,66 @@ def test_imported_activation_kinds_admit_exactly_the_triggers_they_name(db, tmp_
             elif trigger != "task":  # the task trigger leaves the path areas unscoped: INCOMPLETE
                 assert routing["completeness"] == "COMPLETE" and status == 0, (name, trigger, routing["problems"])
     assert got == KINDS_TABLE
+
+
+# --- one row mapping: a corpus import and a memory re-import store a unit alike ----------------
+
+# every column of the unit table but the row's own id and its corpus (the two imports make two)
+UNIT_COLUMNS = [f.attname for f in MemoryUnit._meta.concrete_fields if f.attname not in ("id", "corpus_id")]
+
+
+def unit_rows(corpus) -> dict[str, dict]:
+    rows = {}
+    for row in MemoryUnit.objects.filter(corpus=corpus).values(*UNIT_COLUMNS):
+        row["embedding"] = None if row["embedding"] is None else [float(x) for x in row["embedding"]]
+        rows[row["uid"]] = row
+    return rows
+
+
+def link_rows(corpus) -> list[tuple]:
+    return sorted(
+        UnitLink.objects.filter(source__corpus=corpus).values_list("source__uid", "target__uid", "kind", "position")
+    )
+
+
+def test_a_memory_reimport_stores_the_rows_a_corpus_import_stores(db, tmp_path):
+    # one project's units from the import tests, with a value other than the default in every column
+    units = [
+        dict(u, valid_to="2026-12-01T00:00:00Z") for u in json.loads(json.dumps(UNITS)) if u["project"] == "lab-alpha"
+    ]
+    one_project = CORPUS_YAML[: CORPUS_YAML.index("  - slug: lab-beta")] + "x-source: {repository: example/lab}\n"
+    first = corpus_import(
+        write_corpus_dir(tmp_path / "v1", corpus=one_project, units=units, tasks=None, proposals=None)
+    )
+    project = Project.objects.get(slug="lab-alpha")
+    again = read_corpus(
+        write_corpus_dir(
+            tmp_path / "v2",
+            corpus=one_project.replace("name: lab\n", "name: lab.v2\n", 1),
+            units=units,
+            tasks=None,
+            proposals=None,
+        )
+    )
+
+    reimported = _reimport(again, project, version=2, missing=(), actor=None)
+
+    before, after = unit_rows(first), unit_rows(reimported.corpus)
+    assert sorted(before) == sorted(after) == ["a0", "a1", "a2"]
+    for uid in before:
+        for column in UNIT_COLUMNS:
+            assert after[uid][column] == before[uid][column], (uid, column)
+    # not a comparison of defaults: every column holds something in some row
+    assert [c for c in UNIT_COLUMNS if not any(row[c] for row in before.values())] == []
+    assert link_rows(reimported.corpus) == link_rows(first) != []
+
+
+def test_importing_the_same_memory_twice_stores_the_same_rows(db, tmp_path):
+    repo = write_fixture(tmp_path)
+    first = memory_import(repo, corpus="nightnotes-memory", project="nightnotes")
+    second = memory_import(repo, corpus="nightnotes-memory", project="nightnotes")
+
+    assert (first.version, second.version, second.corpus.name) == (1, 2, "nightnotes-memory.v2")
+    assert (second.added, second.removed, second.changed) == ((), (), ())
+    assert unit_rows(second.corpus) == unit_rows(first.corpus)
+    assert link_rows(second.corpus) == link_rows(first.corpus) != []
