@@ -24,15 +24,13 @@ REMOVE = "admission_remove"
 VALUE_KEYS = tuple(k for k in ADMISSION_KEYS if k != "rule")  # floor, unlisted, tier_cap, unlisted_floor
 INTEGER_KEYS = ("unlisted", "tier_cap")
 _DEFAULTS = AdmissionPolicy()
-RULE_LABELS = {
-    "relative": "relative: stop weak evidence before the budget",
-    "none": "none: the budget alone ends the bundle",
-}
+RULE_HELP = "relative: a weak item stops its class before the budget does; none: the budget alone ends the bundle"
 VALUE_HELP = {
-    "floor": "stop an item whose evidence is below this share of the best admitted in its class (0 to 1)",
+    "floor": "an item is stopped when its evidence is below this share of the best admitted in its class (0 to 1)",
     "unlisted": "how many items of classes the work type does not list may enter",
-    "tier_cap": "the first class holds at most this many, the class in place t ceil(cap / t)",
-    "unlisted_floor": "an unlisted class's item needs query and objective relevance of at least this (0 to 1)",
+    "tier_cap": "the first listed class admits at most this many, the second half as many, the third a third "
+    "(rounded up)",
+    "unlisted_floor": "an item of an unlisted class needs query and objective relevance of at least this (0 to 1)",
 }
 
 
@@ -76,12 +74,13 @@ def add_fields(form: forms.Form, base: Mapping[str, Any]) -> None:
     form.fields[RULE] = forms.ChoiceField(
         required=False,
         label="Stop rule",
-        choices=[("", "— unchanged —")] + [(r, RULE_LABELS.get(r, r)) for r in ADMISSION_RULES],
-        help_text=f"now {rule_now}" if rule_now else f"not declared: {_DEFAULTS.rule}",
+        choices=[("", "— unchanged —")] + [(r, r) for r in ADMISSION_RULES],
+        help_text=f"{RULE_HELP}; " + (f"now {rule_now}" if rule_now else f"not declared: {_DEFAULTS.rule}"),
     )
     form.initial[RULE] = rule_now if rule_now in ADMISSION_RULES else ""
     for key in VALUE_KEYS:
         shown = f"now {json.dumps(now[key])}" if key in now else f"not declared: {_default(key)}"
+        # the labels are the patch's own keys, so what a person types here reads the same in the patch
         form.fields[field_name(key)] = AdmissionNumber(
             key=key, label=key, help_text=f"{VALUE_HELP[key]}; {shown}"
         )

@@ -215,9 +215,9 @@ class ProposeForm(forms.Form):
             for n in self.work_type_names
         ]
 
-    def admission_fields(self):
-        """The rule first, then floor, unlisted, tier_cap, unlisted_floor (remove is shown apart)."""
-        return [self[admission.RULE]] + [self[admission.field_name(k)] for k in admission.VALUE_KEYS]
+    def admission_values(self):
+        """floor, unlisted, tier_cap, unlisted_floor: the numbers under the rule."""
+        return [self[admission.field_name(k)] for k in admission.VALUE_KEYS]
 
     def limit_bounds(self):
         return LIMIT_BOUNDS
