@@ -44,8 +44,8 @@ def _default(key: str) -> str:
 
 
 class AdmissionNumber(forms.CharField):
-    """A number as JSON reads it (5 an integer, 5.0 a float); text that is no number stays text, for the
-    corpus parser to name ("expected an integer, got ...")."""
+    """A number as typed: 5 an integer, 5.0 or 0.4 a float (as a raw patch's JSON would read them);
+    text that is no number stays text, for the corpus parser to name ("expected an integer, got ...")."""
 
     def __init__(self, *, key: str, **kwargs):
         step = "1" if key in INTEGER_KEYS else "any"
@@ -56,10 +56,12 @@ class AdmissionNumber(forms.CharField):
         text = super().to_python(value).strip()
         if not text:
             return None
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
+        for number in (int, float):
+            try:
+                return number(text)
+            except ValueError:
+                continue
+        return text
 
 
 def declared(base: Mapping[str, Any]) -> dict[str, Any]:

@@ -127,6 +127,8 @@ def test_a_proposal_through_the_fields_equals_the_raw_patch_one(client, sift):
         # a blank field leaves its key as it is: only tier_cap changes
         ({"admission_floor": "", "admission_unlisted": "", "admission_tier_cap": "7"}, {"admission": {"tier_cap": 7}}),
         ({"admission_rule": "", "admission_unlisted_floor": "0.5"}, {"admission": {"unlisted_floor": 0.5}}),
+        # a number as typed, as a raw patch's JSON would read it
+        ({"admission_tier_cap": " 07 ", "admission_floor": "1"}, {"admission": {"tier_cap": 7, "floor": 1}}),
     ],
 )
 def test_rule_none_remove_and_blank_fields(sift, changes, patch):
@@ -148,6 +150,8 @@ def test_a_frame_without_a_stop_rule_gets_one_only_when_a_field_is_set(project):
         ("tier_cap", "2.5", "admission.tier_cap: expected an integer"),
         ("tier_cap", "0", "admission.tier_cap: must be at least 1, got 0"),
         ("unlisted_floor", "lots", "admission.unlisted_floor: expected a finite number"),
+        ("floor", "nan", "admission.floor: expected a finite number"),
+        ("floor", "1e400", "admission.floor: expected a finite number"),
         ("rule", "strict", "admission_rule"),  # not a choice: the form refuses it before the parser
     ],
 )
