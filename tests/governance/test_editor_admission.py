@@ -116,7 +116,9 @@ def test_a_proposal_through_the_fields_equals_the_raw_patch_one(client, sift):
         client.get(reverse("proposal-detail", args=[p.pk])).context["diff"] for p in (fields_proposal, raw_proposal)
     ]
     assert diffs[0] == diffs[1]
-    assert [row.path for row in diffs[0] if row.changed] == ["work_types.design-review.classes", "admission"]
+    assert [row.path for row in diffs[0] if row.changed] == [
+        "work_types.design-review.classes", "admission.floor", "admission.tier_cap",
+    ]
 
 
 @pytest.mark.parametrize(
