@@ -49,7 +49,7 @@ class AdmissionNumber(forms.CharField):
 
     def __init__(self, *, key: str, **kwargs):
         step = "1" if key in INTEGER_KEYS else "any"
-        kwargs.setdefault("widget", forms.NumberInput(attrs={"step": step, "inputmode": "decimal"}))
+        kwargs.setdefault("widget", forms.NumberInput(attrs={"step": step}))
         super().__init__(required=False, **kwargs)
 
     def to_python(self, value: Any) -> Any:

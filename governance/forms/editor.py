@@ -2,8 +2,8 @@
 
 The form never validates the frame itself: governance.frames does, in proposal_submit, and the
 view puts each issue next to the field it names (ProposeForm.add_issues). The one exception is the
-stop rule (admission.py): its numbers are checked by the same corpus parser as the form cleans, so
-the live preview names a bad value before submit does.
+stop rule (admission.py): the form checks its numbers with that same corpus parser as it cleans, so
+the live preview names a bad value before a submit does.
 """
 
 from __future__ import annotations
