@@ -39,7 +39,7 @@ def field_name(key: str) -> str:
 
 
 def _default(key: str) -> str:
-    value = getattr(_DEFAULTS, key)
+    value = getattr(_DEFAULTS, key, None)
     return "no limit" if value is None else json.dumps(value)
 
 
@@ -84,7 +84,8 @@ def add_fields(form: forms.Form, base: Mapping[str, Any]) -> None:
         shown = f"now {json.dumps(now[key])}" if key in now else f"not declared: {_default(key)}"
         # the labels are the patch's own keys, so what a person types here reads the same in the patch
         form.fields[field_name(key)] = AdmissionNumber(
-            key=key, label=key, help_text=f"{VALUE_HELP[key]}; {shown}"
+            # a key the corpus format gains later still gets its field, described in corpus-format.md
+            key=key, label=key, help_text=f"{VALUE_HELP.get(key, 'see docs/corpus-format.md')}; {shown}"
         )
         if key in now:
             form.initial[field_name(key)] = now[key]
