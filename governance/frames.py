@@ -16,6 +16,7 @@ from typing import Any
 
 from selection.corpus import limits
 from selection.corpus.frames import (
+    ADMISSION_KEYS,
     FRAME_KEYS,
     METRICS,
     WORK_TYPE_KEYS,
@@ -371,8 +372,12 @@ class FieldDiff:
 _ABSENT = object()
 
 
+_KEYED = {"gates": GATES_KEYS, "admission": ADMISSION_KEYS}  # mappings diffed key by key, in this order
+
+
 def diff_frames(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[FieldDiff]:
-    """Field by field; work types one row each; ordered lists item by item with moves marked."""
+    """Field by field; work types one row each (a row per part in the long form), gates and the stop
+    rule a row per key; ordered lists item by item with moves marked."""
     rows: list[FieldDiff] = []
     extras = sorted(k for k in set(a) | set(b) if k not in FRAME_KEYS)
     for key in (*FRAME_KEYS, *extras):
@@ -386,15 +391,16 @@ def diff_frames(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[FieldDiff]:
                 rows.extend(
                     _diff_work_type(name, left_map.get(name, _ABSENT), right_map.get(name, _ABSENT))
                 )
-        elif key == "gates" and _mapping_or_absent(left) and _mapping_or_absent(right):
+        elif key in _KEYED and _mapping_or_absent(left) and _mapping_or_absent(right):
+            # a row per gate and per stop-rule key: "admission.floor 0.6 -> 0.4", not two blobs
             left_map = left if isinstance(left, dict) else {}
             right_map = right if isinstance(right, dict) else {}
-            names = [k for k in GATES_KEYS if k in left_map or k in right_map]
-            names += sorted(k for k in set(left_map) | set(right_map) if k not in GATES_KEYS)
+            names = [k for k in _KEYED[key] if k in left_map or k in right_map]
+            names += sorted(k for k in set(left_map) | set(right_map) if k not in _KEYED[key])
             for name in names:
                 rows.append(
                     _diff_value(
-                        f"gates.{name}", left_map.get(name, _ABSENT), right_map.get(name, _ABSENT)
+                        f"{key}.{name}", left_map.get(name, _ABSENT), right_map.get(name, _ABSENT)
                     )
                 )
         else:

@@ -1,8 +1,8 @@
 """The governance journey in headless Chromium, with a real Celery worker process finishing the backtest.
 
-A lead proposes through the structured form and watches the backtest finish in place (htmx, no
-reload); a reviewer approves it; the lead promotes; an auditor reads it all in the audit log and
-is refused a write.
+A lead proposes through the structured form (its stop-rule fields included) and watches the
+backtest finish in place (htmx, no reload); a reviewer approves it; the lead promotes; an auditor
+reads it all in the audit log and is refused a write.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ from django.urls import reverse
 from governance.models import Proposal, ProposalState
 from tests.browser import css, wait_for
 
+from .conftest import proposal as imported_proposal
+
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
+PREVIEW_TEXT = "const e = document.getElementById('patch-preview'); return e ? e.textContent : '';"
 JOURNEY_ACTIONS = (
     "proposal.submitted",
     "backtest.started",
@@ -27,10 +30,10 @@ JOURNEY_ACTIONS = (
 def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_users, browser, browser_login, live_server):
     url = live_server.url
 
-    # a lead proposes a looser stop rule (a raw merge patch: the structured editor has no admission
-    # fields) and, through the structured editor, design review without design notes, so that the
-    # items the looser rule admits still fit the budget the root constraint leaves (it is admitted
-    # first, docs/routing.md)
+    # a lead proposes fixtures/context-lab's looser-stop-rule through the structured editor: floor
+    # 0.4 and tier cap 7 in the stop-rule fields, and design review without design notes, so that
+    # the items the looser rule admits still fit the budget the root constraint leaves (it is
+    # admitted first, docs/routing.md)
     browser_login("lead", "pw-lead")
     browser.get(url + reverse("project-detail", args=["sift"]))
     css(browser, f'a[href="{reverse("proposal-create", args=["sift"])}"]').click()
@@ -38,10 +41,16 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
     css(browser, "#id_rationale").send_keys("The stop rule stops a required protocol that retrieval finds weakly.")
     # the class list is a chip editor: design notes leave with their ✕ button
     css(browser, '#field-wt__design-review button[aria-label="remove design_note"]').click()
-    patch = css(browser, "#id_raw_patch")
-    browser.execute_script("arguments[0].closest('details').open = true;", patch)
-    patch.send_keys('{"admission": {"floor": 0.4, "tier_cap": 7}}')
+    for key, now, value in (("floor", "0.6", "0.4"), ("tier_cap", "5", "7")):
+        field = css(browser, f"#id_admission_{key}")
+        assert field.get_attribute("value") == now, f"{key} shows the current frame's value"
+        field.clear()
+        field.send_keys(value)
+    wait_for(browser, lambda d: '"tier_cap": 7' in d.execute_script(PREVIEW_TEXT), message="the live patch")
     css(browser, "form.editor button[type=submit]").click()
+    css(browser, "#backtests")
+    # the patch the fixture's looser-stop-rule (imported with the corpus) holds, key for key
+    assert Proposal.objects.get(title="Loosen the stop rule").patch == imported_proposal("looser-stop-rule").patch
     css(browser, "#backtests a[href*='/backtests/']").click()
 
     # the page polls its live fragment: progress first, then the decision, with no reload

@@ -55,9 +55,10 @@ def test_propose_reject_split_promote_rebase_roll_back(
 
 
 def _walk(url, other, before, browser, browser_login):
-    # 1. the lead proposes a two-part change: a looser stop rule (a raw merge patch: the structured
-    #    editor has no admission fields), and design review without design notes (the structured
-    #    editor); the page names the other open proposal on the stop rule
+    # 1. the lead proposes a two-part change: a looser stop rule (a raw merge patch, the path a
+    #    revision takes below; test_browser_journey uses the stop-rule fields), and design review
+    #    without design notes (the structured editor); the page names the other open proposal on
+    #    the stop rule
     browser_login("lead", "pw-lead")
     browser.get(url + reverse("proposal-create", args=["sift"]))
     css(browser, "#id_title").send_keys("Loosen the stop rule; design review drops design notes")

@@ -44,6 +44,12 @@ def test_chips_reorder_by_keyboard_and_the_patch_follows(project, users, browser
     assert not console_errors(browser)
 
 
+def _preview_text(browser) -> str:
+    # read in one script: htmx swaps the preview element while we wait (an element found, then
+    # read, can be gone in between)
+    return browser.execute_script("const e = document.getElementById('patch-preview'); return e ? e.textContent : '';")
+
+
 def _patch(browser) -> dict:
     import json
 
@@ -79,7 +85,7 @@ def test_keyboard_only_reorders_a_class_adds_a_cue_and_the_live_patch_follows(
     browser.get(live_server.url + reverse("login"))
     browser.add_cookie({"name": "sessionid", "value": client.cookies["sessionid"].value, "path": "/"})
     browser.get(live_server.url + reverse("proposal-create", args=["alpha"]))
-    wait_for(browser, lambda d: "No change yet" in d.find_element("id", "patch-preview").text, message="empty patch")
+    wait_for(browser, lambda d: "No change yet" in _preview_text(d), message="empty patch")
     editor = "#field-wt__implementation-review .chip-editor"
     chips = lambda sel: [c.get_attribute("data-value") for c in browser.find_elements("css selector", f"{sel} li")]  # noqa: E731
 
@@ -144,4 +150,40 @@ def test_keyboard_only_reorders_a_class_adds_a_cue_and_the_live_patch_follows(
     patch = _patch(browser)
     assert patch["class_pull"] == 4 and patch["scope"] == ["alpha", "beta"]
     assert patch["gates"]["limits"][1] == {"metric": "must_include_recall", "max_task_drop": 0.34}
+    assert not console_errors(browser)
+
+
+UNLABELLED = """
+return [...document.querySelectorAll(arguments[0] + ' input, ' + arguments[0] + ' select')]
+  .filter(e => e.offsetParent && !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))
+  .map(e => e.name);
+"""
+
+
+@pytest.mark.parametrize("width", [390, 1440])
+def test_the_stop_rule_fields_fit_a_phone_and_a_desktop_and_feed_the_live_patch(
+    width, project, users, browser, live_server, client
+):
+    from selenium.webdriver.support.select import Select
+
+    browser.set_window_size(width, 1000)
+    client.force_login(users["lead"])
+    browser.get(live_server.url + reverse("login"))
+    browser.add_cookie({"name": "sessionid", "value": client.cookies["sessionid"].value, "path": "/"})
+    browser.get(live_server.url + reverse("proposal-create", args=["alpha"]))
+    wait_for(browser, lambda d: "No change yet" in _preview_text(d), message="empty patch")
+    # alpha declares no stop rule: the fields are blank, each named by its own label
+    assert Select(css(browser, "#id_admission_rule")).first_selected_option.text == "— unchanged —"
+    assert css(browser, "#id_admission_tier_cap").get_attribute("value") == ""
+    assert browser.execute_script(UNLABELLED, "#stop-rule") == []
+    for name in ("floor", "unlisted", "tier_cap", "unlisted_floor"):
+        field = css(browser, f"#id_admission_{name}")
+        assert field.is_displayed() and field.rect["x"] + field.rect["width"] <= width, name
+    overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"{overflow} px wider than the window"
+
+    Select(css(browser, "#id_admission_rule")).select_by_value("relative")
+    css(browser, "#id_admission_tier_cap").send_keys("5")
+    wait_for(browser, lambda d: _patch(d).get("admission", {}).get("tier_cap") == 5, message="the stop rule")
+    assert _patch(browser) == {"admission": {"rule": "relative", "tier_cap": 5}}
     assert not console_errors(browser)

@@ -123,3 +123,19 @@ def test_diff_frames_is_field_by_field_with_a_row_per_work_type():
     assert rows["class_pull"].status == "changed"
     assert rows["gates.limits"].status == "same"
     assert rows["x-note"].status == "same"
+
+
+def test_diff_frames_gives_the_stop_rule_a_row_per_key():
+    before = {**FRAME, "admission": {"rule": "relative", "floor": 0.6, "unlisted": 2}}
+    after, _ = frames.apply_patch(before, {"admission": {"floor": 0.4, "tier_cap": 7}})
+    rows = {
+        r.path: (r.status, [m.text for m in r.left], [m.text for m in r.right])
+        for r in frames.diff_frames(before, after)
+    }
+    assert rows["admission.floor"] == ("changed", ["0.6"], ["0.4"])
+    assert rows["admission.tier_cap"] == ("added", [], ["7"])
+    assert rows["admission.rule"][0] == rows["admission.unlisted"][0] == "same"
+    removed, _ = frames.apply_patch(before, {"admission": None})
+    assert {r.path: r.status for r in frames.diff_frames(before, removed) if r.path.startswith("admission")} == {
+        "admission.rule": "removed", "admission.floor": "removed", "admission.unlisted": "removed",
+    }

@@ -1,7 +1,9 @@
 """The structured frame editor: it edits a copy of the current frame and yields the merge patch.
 
 The form never validates the frame itself: governance.frames does, in proposal_submit, and the
-view puts each issue next to the field it names (ProposeForm.add_issues).
+view puts each issue next to the field it names (ProposeForm.add_issues). The one exception is the
+stop rule (admission.py): the form checks its numbers with that same corpus parser as it cleans, so
+the live preview names a bad value before a submit does.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from selection.corpus.frames import listed_classes
 from selection.corpus.limits import MAX_DEPTH, MAX_PATCH_BYTES
 from selection.corpus.places import IDENTIFIER
 
-from .frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch, patch_issues
+from ..frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch, patch_issues
+from . import admission
 
 BLANK_LIMIT_ROWS = 2
 LINES_HELP = "one per line, in order"
@@ -64,7 +67,7 @@ def parse_patch(text: str) -> dict:
 
 
 class ProposeForm(forms.Form):
-    """Title, rationale, each frame key, a textarea per work type, limit rows, a raw patch."""
+    """Title, rationale, each frame key, a textarea per work type, limit rows, the stop rule, a raw patch."""
 
     title = forms.CharField(max_length=300)
     rationale = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
@@ -202,6 +205,7 @@ class ProposeForm(forms.Form):
                 for bound in LIMIT_BOUNDS:
                     self.initial[f"limit_{row}_{bound}"] = limits[row].get(bound)
         self._limit_index_to_row: list[int] = []
+        admission.add_fields(self, base)
 
     # --- rendering helpers -------------------------------------------------------------------
 
@@ -210,6 +214,10 @@ class ProposeForm(forms.Form):
             (self[f"wt__{n}"], self[f"wt_remove__{n}"], self[f"wt_desc__{n}"], self[f"wt_cues__{n}"])
             for n in self.work_type_names
         ]
+
+    def admission_values(self):
+        """floor, unlisted, tier_cap, unlisted_floor: the numbers under the rule."""
+        return [self[admission.field_name(k)] for k in admission.VALUE_KEYS]
 
     def limit_bounds(self):
         return LIMIT_BOUNDS
@@ -244,6 +252,12 @@ class ProposeForm(forms.Form):
         if self.errors:
             return data
         target = self._target(data)
+        # the stop rule's values are numbers only the corpus parser judges (a floor of 1.5): say so
+        # on their fields now, so the live preview names them too
+        for issue in admission.issues(target):
+            self.add_error(admission.field_for(issue.path, None), str(issue))
+        if self.errors:
+            return data
         if data.get("raw_patch"):
             target = merge_patch(target, data["raw_patch"])
         self.patch = compute_patch(self.base, target)
@@ -347,6 +361,7 @@ class ProposeForm(forms.Form):
         if limits or "limits" in gates:
             gates["limits"] = limits
         self._set(frame, "gates", gates, not gates)
+        admission.apply(frame, data)
         return frame
 
     # --- issues from proposal_submit ----------------------------------------------------------
@@ -371,6 +386,8 @@ class ProposeForm(forms.Form):
             "open_loop_work_types",
         ):
             return head
+        if head == "admission":
+            return admission.field_for(path, self.cleaned_data.get("raw_patch"))
         if head == "work_types" and len(path) > 1:
             name = path[1]
             part = path[2] if len(path) > 2 and path[2] in ("description", "cues") else None
@@ -413,20 +430,3 @@ def _work_type_entry(base: Any, classes: list[str], description: str, cues: list
     if cues:
         entry["cues"] = cues
     return entry
-
-
-class AuditFilterForm(forms.Form):
-    project = forms.ChoiceField(required=False)
-    action = forms.ChoiceField(required=False)
-    actor = forms.CharField(required=False, label="Actor (username)")
-    since = forms.DateField(
-        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
-    )
-    until = forms.DateField(
-        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
-    )
-
-    def __init__(self, *args, projects: list[str], actions: list[str], **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["project"].choices = [("", "all")] + [(s, s) for s in projects]
-        self.fields["action"].choices = [("", "all")] + [(a, a) for a in actions]
