@@ -319,6 +319,9 @@ class EngineConfig:
     # rules them out). Left off: on, C6 recall falls on both corpora, the freed places going to
     # in-scope units that outrank required ones (docs/results.md section 6.1)
     scope_at_retrieval: bool = False
+    # a scoped search's lexical and dense lists are cut at the pool size before they are fused
+    # (retrieval._scoped_depth): a scope has no other projects to take the lists' extra depth
+    scope_depth_pool: bool = True
     # the pool widens while its tail still scores near its head (widening.py): by
     # pool_widen_step places while the last in-scope retrieved unit's relevance is at least
     # pool_widen_tail x the head's, up to pool_widen_max (= pool_size: never widens)
