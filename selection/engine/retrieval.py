@@ -300,9 +300,28 @@ class Pool:
             self.pulled_by[pos] = pulled_by
 
 
-def _cut(hits: QueryHits, size: int) -> QueryHits:
-    """`hits` as a search with pool size `size` returns them (its fused list cut there)."""
+def _cut(hits: QueryHits, size: int, config: EngineConfig) -> QueryHits:
+    """`hits` as a search with pool size `size` returns them (its fused list cut there). A scoped
+    search's lists are first cut at the pool size too (_scoped_depth), then fused again."""
+    if hits.searched is not None and config.scope_depth_pool:
+        return _scoped_depth(hits, size, config)
     return hits if len(hits.fused) <= size else replace(hits, fused=hits.fused[:size])
+
+
+def _scoped_depth(hits: QueryHits, size: int, config: EngineConfig) -> QueryHits:
+    """A scoped search fused from its lexical and dense lists cut at the pool size `size`.
+
+    Unscoped, each retriever's list (lexical_k, dense_k: 60) runs deeper than the pool (40), and
+    the store's other projects take part of that depth. A scope has no other projects to absorb it:
+    a project of 60 units searched 60 deep puts every unit in both lists, so RRF ranks by the sum
+    of reciprocal ranks down to the scope's last unit, and a unit strong in one list and absent
+    from the other falls behind units that are weak in both. A scoped list is therefore as deep as
+    the pool it fills (the round's pool size when the pool widens): what enters the fusion is the
+    scope's head of each list, as the store's head is unscoped. Scope-intrinsic (a project's lists
+    are cut the same in a store of many and alone), so its bundles stay its own."""
+    lexical = hits.lexical[:size]
+    dense = hits.dense.with_top(hits.dense_top[:size]) if hits.dense is not None else None
+    return _fuse(hits.bm25, lexical, dense, replace(config, pool_size=size), hits.skipped, hits.searched)
 
 
 def build_pool(
@@ -347,12 +366,12 @@ def build_pool(
             if expand
             else None
         )
-    primary = _cut(searched["primary"], config.pool_size)
+    primary = _cut(searched["primary"], config.pool_size, config)
     pool.query = primary
     fused = primary.fused
     skipped = set(primary.skipped)
     if expand:
-        secondary = _cut(searched["secondary"], config.pool_size)
+        secondary = _cut(searched["secondary"], config.pool_size, config)
         skipped |= secondary.skipped
         pool.objective = secondary
         fused = rrf([[p for p, _ in primary.fused], [p for p, _ in secondary.fused]], config.rrf_k)

@@ -316,9 +316,13 @@ class EngineConfig:
     open_loop_pull: int = 3  # C5+: open loops pulled when the work type uses unfinished work
     # C2+: BM25 (with the scope's own statistics) and dense search rank only in-scope units, so
     # out-of-scope hits never take a place in the pool (off: they take their places and eligibility
-    # rules them out). Left off: on, C6 recall falls on both corpora, the freed places going to
-    # in-scope units that outrank required ones (docs/results.md section 6.1)
+    # rules them out). Left off: on, context-lab's C6 recall holds but its precision falls (0.576
+    # -> 0.570) and the book's C6 recall falls (0.902 -> 0.879), the freed places going to in-scope
+    # units that take the budget from required ones (docs/results.md section 6.1)
     scope_at_retrieval: bool = False
+    # a scoped search's lexical and dense lists are cut at the pool size before they are fused
+    # (retrieval._scoped_depth): a scope has no other projects to take the lists' extra depth
+    scope_depth_pool: bool = True
     # the pool widens while its tail still scores near its head (widening.py): by
     # pool_widen_step places while the last in-scope retrieved unit's relevance is at least
     # pool_widen_tail x the head's, up to pool_widen_max (= pool_size: never widens)

@@ -835,3 +835,41 @@ def test_a_project_in_a_store_of_many_selects_as_it_would_alone():
         assert 0 < int(detail["out_of_scope_skipped"]) <= EngineConfig().lexical_k * 2
     unscoped = select(mini_request("C2"), store, EngineConfig(scope_at_retrieval=False))
     assert any(c.project != "alpha" for c in unscoped.trace.candidates)
+
+
+def test_a_scoped_search_fuses_its_lists_cut_at_the_pool_size():
+    # a project of 30 units searched 30 deep puts every unit in the lexical list, so the fusion
+    # would rank down to the scope's last unit; a scoped list is as deep as the pool it fills
+    rng = random.Random(7)
+    words = ["baseline", "retrieval", "mechanism", *(f"w{k}" for k in range(40))]
+    units = [
+        mk(f"{p}-u{i:02d}", " ".join(rng.choice(words) for _ in range(rng.randint(6, 14))),
+           "result", project=p, age=rng.randint(1, 40))
+        for p in ("alpha", "other")
+        for i in range(30)
+    ]
+    store = CorpusIndex.build(units, hash_vectors([u.text for u in units]))
+    query = "Does the mechanism beat the retrieval baseline?"
+    vector = tuple(hash_vectors([query])[0].tolist())
+    deep = dict(pool_size=10, lexical_k=30, dense_k=30, scope_at_retrieval=True)
+
+    def ranks(config):
+        r = select(mini_request("C2", query_vector=vector), store, config)
+        return [
+            rank
+            for c in r.trace.candidates
+            for rank in (c.retrieval.bm25_rank, c.retrieval.dense_rank)
+            if rank is not None
+        ]
+
+    assert ranks(EngineConfig(**deep)) and max(ranks(EngineConfig(**deep))) <= 10
+    assert max(ranks(EngineConfig(**deep, scope_depth_pool=False))) > 10
+    # the rule is the scope's own: the project alone selects the same bundle
+    mine = [u for u in units if u.project == "alpha"]
+    alone = CorpusIndex.build(mine, hash_vectors([u.text for u in mine]))
+    for condition in ("C2", "C6"):
+        request = mini_request(condition, query_vector=vector)
+        assert (
+            select(request, store, EngineConfig(**deep)).bundle.digest
+            == select(request, alone, EngineConfig(**deep)).bundle.digest
+        )
