@@ -84,7 +84,9 @@ def sweep(args, Task, services, ledger_for_task, score_result) -> dict:
                 if condition == "C6" and wrong is None and args.explain:
                     explain[task.uid] = describe(sel.result, ledger)
         means = {
-            key: {m: round(mean(v[m] for v in runs.values()), 3) for m in ("must_include_recall", "precision", "tokens")}
+            key: {
+                m: round(mean(v[m] for v in runs.values()), 3) for m in ("must_include_recall", "precision", "tokens")
+            }
             for key, runs in per.items()
         }
         line = "  ".join(
@@ -100,8 +102,10 @@ def sweep(args, Task, services, ledger_for_task, score_result) -> dict:
                 for uid, r in per["C6-misassigned"].items()
             ]
             bad = [h for h in hazard if h[2] >= h[1] and h[1] > 0]
-            print(f"  hazard C6 declared/misassigned: {[(u, round(a, 3), round(b, 3)) for u, a, b in hazard]}"
-                  f"  not below: {bad}")
+            print(
+                f"  hazard C6 declared/misassigned: {[(u, round(a, 3), round(b, 3)) for u, a, b in hazard]}"
+                f"  not below: {bad}"
+            )
         if c6:
             lost = {u: round(m["must_include_recall"], 3) for u, m in c6.items() if m["must_include_recall"] < 1}
             print(f"  C6 tasks below recall 1: {lost}")

@@ -7,7 +7,7 @@ import pytest
 from engine_testkit import ALPHA, mini_request, mini_units, mini_work
 
 from selection.engine import CorpusIndex, ReasonCode, select
-from selection.engine.types import AdmissionPolicy
+from selection.engine.types import DEFAULT_ADMISSION, AdmissionPolicy
 
 LOOSE = AdmissionPolicy(rule="relative", floor=0.0, unlisted=9)
 
@@ -66,3 +66,34 @@ def test_without_an_objective_query_the_unlisted_floor_reads_the_query_alone(ind
 def test_c5_applies_neither(index):
     strict = replace(LOOSE, tier_cap=1, unlisted_floor=1.0)
     assert stopped(run(index, strict, "C5")) == {}
+
+
+def test_a_frame_that_declares_no_admission_stops_a_weakly_supported_unlisted_class(index):
+    """The engine's default (DEFAULT_ADMISSION): the unlisted floor alone, named in the note."""
+    assert ALPHA.admission == DEFAULT_ADMISSION and ALPHA.admission.rule == "unlisted"
+    default = select(mini_request("C6", work=mini_work("review"), frame=ALPHA), index)
+    notes = stopped(default)
+    # review lists rule, decision, result, prose: the open loop's class is unlisted, and only the
+    # query supports it (the objective does not), so the default stops it and says whose rule it is
+    assert set(notes) == {"a-loop"}
+    assert "min(query, objective relevance) 0.111 < 0.75" in notes["a-loop"]
+    assert "engine default stop rule, the frame declares no admission" in notes["a-loop"]
+    assert "a-loop" not in default.bundle.unit_ids()
+    # nothing of a listed class is stopped: the default reads the unlisted bucket only
+    listed = {c.unit_id for c in default.trace.candidates if c.bucket is not None and c.bucket < 4}
+    assert not listed & set(notes)
+
+
+def test_a_frame_that_declares_rule_none_keeps_the_books_bundle(index):
+    kept = run(index, AdmissionPolicy(rule="none"))
+    assert stopped(kept) == {} and "a-loop" in kept.bundle.unit_ids()
+    # a declared unlisted rule with its own floor is the frame's, and says nothing of a default
+    declared = stopped(run(index, AdmissionPolicy(rule="unlisted", unlisted_floor=0.05)))
+    assert declared == {}
+    strict = stopped(run(index, AdmissionPolicy(rule="unlisted", unlisted_floor=0.5)))
+    assert set(strict) == {"a-loop"} and "default" not in strict["a-loop"]
+
+
+def test_the_default_applies_at_c6_only(index):
+    for condition in ("C4", "C5"):
+        assert stopped(select(mini_request(condition, work=mini_work("review"), frame=ALPHA), index)) == {}
