@@ -4,7 +4,7 @@ what it names, says why on the candidate, and a frame that declares neither keep
 from dataclasses import replace
 
 import pytest
-from engine_testkit import ALPHA, mini_request, mini_units, mini_work
+from engine_testkit import ALPHA, BOOK, load_corpus, mini_request, mini_units, mini_work
 
 from selection.engine import CorpusIndex, ReasonCode, select
 from selection.engine.types import DEFAULT_ADMISSION, AdmissionPolicy
@@ -97,3 +97,26 @@ def test_a_frame_that_declares_rule_none_keeps_the_books_bundle(index):
 def test_the_default_applies_at_c6_only(index):
     for condition in ("C4", "C5"):
         assert stopped(select(mini_request(condition, work=mini_work("review"), frame=ALPHA), index)) == {}
+
+
+@pytest.mark.skipif(not (BOOK / "units.jsonl").exists(), reason="book-ch10 corpus not present")
+def test_the_books_publication_review_stops_two_unlisted_distractors_under_the_default():
+    """The book's frames declare no admission: t7-publication (publication review) at C6 stops the
+    session pivot and the open architecture question (classes the work type does not list, which
+    the objective supports weakly), keeps every MUST unit, and spends fewer tokens."""
+    corpus = load_corpus(BOOK)
+    book_index = CorpusIndex.build(corpus.units)
+    task = {t.id: t for t in corpus.tasks}["t7-publication"]
+    frame = corpus.frames[task.project]
+    assert frame.admission == DEFAULT_ADMISSION
+    default = select(corpus.request(task, "C6"), book_index)
+    opted_out = select(
+        corpus.request(task, "C6", project_frame=replace(frame, admission=AdmissionPolicy(rule="none"))), book_index
+    )
+    notes = stopped(default)
+    for uid in ("mb-session-pivot", "mb-arch-q6-open"):
+        assert uid in opted_out.bundle.unit_ids() and uid not in default.bundle.unit_ids()
+        assert "unlisted class" in notes[uid] and "engine default stop rule" in notes[uid]
+    must = {u for u, label in task.ledger.items() if label == "MUST"}
+    assert must <= set(default.bundle.unit_ids())
+    assert sum(i.tokens for i in default.bundle.items) < sum(i.tokens for i in opted_out.bundle.items)
