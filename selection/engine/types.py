@@ -175,8 +175,8 @@ class AdmissionPolicy(Serialisable):
     rule "unlisted": the unlisted floor alone (`unlisted_floor`, DEFAULT_UNLISTED_FLOOR when not
     given); nothing else stops. It is the engine's default for a frame that declares no
     `admission` (DEFAULT_ADMISSION, `origin` "engine default", which every stop note names): set
-    on fixtures/context-lab (issue 15, docs/results.md section 6d), the only rule tried there that
-    kept recall on the book corpus it was never tuned to. rule "none": the budget alone ends the
+    on fixtures/context-lab (issue 15, docs/results.md section 6d), where it keeps recall, and it
+    keeps recall on the book corpus it was never tuned to. rule "none": the budget alone ends the
     bundle (a frame declares `admission: {rule: none}` to keep the book's behaviour).
     """
 
