@@ -13,7 +13,7 @@ import numpy as np
 from .coalesce import DraftItem
 from .reason_codes import CoalescingKind, ReasonCode, Stage
 from .render import item_tokens, render_item
-from .types import AdmissionPolicy, CoalescingOp
+from .types import DEFAULT_UNLISTED_FLOOR, AdmissionPolicy, CoalescingOp
 
 
 @dataclass
@@ -159,15 +159,15 @@ class _StopRule:
         if self.policy is None or c.bucket is None:
             return ""
         bucket = c.bucket
+        if self.policy.rule == "unlisted":
+            floor = self.policy.unlisted_floor
+            return self.unlisted_floor(c, DEFAULT_UNLISTED_FLOOR if floor is None else floor)
         if bucket == self.unlisted_bucket and self.count.get(bucket, 0) >= self.policy.unlisted:
             return f"unlisted-class bucket already holds {self.policy.unlisted} admitted items"
-        if bucket == self.unlisted_bucket and self.policy.unlisted_floor is not None:
-            support, what = self.agreement(c)
-            if support < self.policy.unlisted_floor:
-                return (
-                    f"unlisted class: {what} {support:.3f} < {self.policy.unlisted_floor:g} (a class "
-                    "the work type does not list enters only on strong support)"
-                )
+        if self.policy.unlisted_floor is not None:
+            why = self.unlisted_floor(c, self.policy.unlisted_floor)
+            if why:
+                return why
         guaranteed = False
         if _class_pulled(c) and bucket not in self.pulled:
             # the frame guarantees its preferred classes candidates: the first one pulled for a
@@ -188,6 +188,22 @@ class _StopRule:
                 f"bucket {bucket}"
             )
         return ""
+
+    def unlisted_floor(self, c, floor: float) -> str:
+        """Why the unlisted floor stops `c` ("" when it does not): only an item of the unlisted
+        bucket is read; the note names the engine default when the frame declared no rule."""
+        if c.bucket != self.unlisted_bucket:
+            return ""
+        support, what = self.agreement(c)
+        if support >= floor:
+            return ""
+        origin = ""
+        if self.policy.origin != "frame":
+            origin = f"; the {self.policy.origin} stop rule, the frame declares no admission"
+        return (
+            f"unlisted class: {what} {support:.3f} < {floor:g} (a class the work type does not "
+            f"list enters only on strong support{origin})"
+        )
 
     def agreement(self, c) -> tuple[float, str]:
         """How strongly both texts support a candidate: the weaker of its query and objective

@@ -140,7 +140,7 @@ class EstablishmentPolicy(Serialisable):
         return BuilderThresholds(builder, margin=0.0, min_score=0.0)
 
 
-ADMISSION_RULES = ("none", "relative")
+ADMISSION_RULES = ("none", "relative", "unlisted")
 # Bundle order (frame policy): the routed envelope (root constraints, then the other routed
 # units, in routing order) is always first, a prefix that does not depend on the query; then the
 # ranked evidence by class bucket, inside a bucket by rank ("rank") or by unit id ("stable": the
@@ -158,9 +158,8 @@ class AdmissionPolicy(Serialisable):
     after its first `unlisted` admitted ones. An item's evidence is the strongest of its query
     relevance, objective relevance (each text's own fused list) and retrieval score (all a pulled
     unit has). Never stopped: routed units, and the first unit the class pull brought in for a
-    class (the frame's guarantee of that class). rule "none" (the default, so a frame that
-    declares nothing keeps the book's behaviour): the budget alone ends the bundle. floor 0.6 and
-    unlisted 2 were set on fixtures/context-lab, whose frames declare them (docs/results.md).
+    class (the frame's guarantee of that class). floor 0.6 and unlisted 2 were set on
+    fixtures/context-lab, whose frames declare them (docs/results.md).
 
     tier_cap (under "relative"; None: no cap): a listed class's bucket shrinks with its place in the
     work type's preference order: the bucket of tier t (0 = most preferred) admits at most
@@ -172,6 +171,13 @@ class AdmissionPolicy(Serialisable):
     work type does not ask for, eligible on query support alone) is stopped unless both the query
     and the objective rank it high: min(query relevance, objective relevance) >= unlisted_floor
     (the query relevance alone when no objective query ran). 0.75 was set on fixtures/context-lab.
+
+    rule "unlisted": the unlisted floor alone (`unlisted_floor`, DEFAULT_UNLISTED_FLOOR when not
+    given); nothing else stops. It is the engine's default for a frame that declares no
+    `admission` (DEFAULT_ADMISSION, `origin` "engine default", which every stop note names): set
+    on fixtures/context-lab (issue 15, docs/results.md section 6d), where it keeps recall, and it
+    keeps recall on the book corpus it was never tuned to. rule "none": the budget alone ends the
+    bundle (a frame declares `admission: {rule: none}` to keep the book's behaviour).
     """
 
     rule: str = "none"
@@ -179,6 +185,14 @@ class AdmissionPolicy(Serialisable):
     unlisted: int = 2
     tier_cap: int | None = None
     unlisted_floor: float | None = None
+    origin: str = "frame"  # "frame": declared by the frame; "engine default": DEFAULT_ADMISSION
+
+
+DEFAULT_UNLISTED_FLOOR = 0.75
+# what a frame that declares no `admission` gets (a product default set on fixtures/context-lab)
+DEFAULT_ADMISSION = AdmissionPolicy(
+    rule="unlisted", unlisted_floor=DEFAULT_UNLISTED_FLOOR, origin="engine default"
+)
 
 
 @dataclass(frozen=True)
@@ -204,7 +218,8 @@ class ProjectFrame(Serialisable):
     # task categories -> work types, and which modules each loads (docs/corpus-format.md)
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)
     # when a C6 bundle stops before the budget (docs/engine.md, Budget)
-    admission: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    # (DEFAULT_ADMISSION when the frame declares none)
+    admission: AdmissionPolicy = DEFAULT_ADMISSION
     # the order of the rendered bundle (ORDER_RULES); membership never depends on it
     bundle_order: str = "rank"
 

@@ -11,7 +11,7 @@ from selection.corpus import CorpusError, CorpusIssue, read_corpus
 from selection.corpus.frames import check_frame
 from selection.corpus.places import Place, Report
 from selection.engine.gates import Gate
-from selection.engine.types import OpenLoop
+from selection.engine.types import DEFAULT_ADMISSION, OpenLoop
 
 
 def rejected(path: Path) -> CorpusError:
@@ -857,6 +857,31 @@ def test_admission_reads_the_tier_cap_and_the_unlisted_floor(make_corpus, sample
         data.project("alpha").frame, Place("frame"), report, project="alpha", declared={"alpha", "beta"}
     )
     assert not report.issues and (frame.admission.tier_cap, frame.admission.unlisted_floor) == (5, 0.75)
+
+
+@pytest.mark.parametrize(
+    ("declared", "rule", "origin"),
+    [
+        (None, "unlisted", "engine default"),
+        ("{rule: none}", "none", "frame"),
+        ("{rule: unlisted, unlisted_floor: 0.8}", "unlisted", "frame"),
+    ],
+)
+def test_a_frame_without_admission_gets_the_engine_default_and_rule_none_opts_out(
+    make_corpus, samples, declared, rule, origin
+):
+    texts = samples.texts()
+    corpus = texts["corpus.yaml"]
+    if declared is not None:
+        corpus = replaced(corpus, "      class_pull: 2\n", f"      class_pull: 2\n      admission: {declared}\n")
+    data = read_corpus(make_corpus(corpus=corpus, tasks=texts["tasks.yaml"], proposals=texts["proposals.yaml"]))
+    report = Report()
+    frame = check_frame(
+        data.project("alpha").frame, Place("frame"), report, project="alpha", declared={"alpha", "beta"}
+    )
+    assert not report.issues and (frame.admission.rule, frame.admission.origin) == (rule, origin)
+    if declared is None:
+        assert frame.admission == DEFAULT_ADMISSION
 
 
 @pytest.mark.parametrize(
