@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 
 from selection.corpus.frames import ADMISSION_KEYS
-from selection.engine.types import ADMISSION_RULES, AdmissionPolicy
+from selection.engine.types import ADMISSION_RULES, DEFAULT_ADMISSION, AdmissionPolicy
 
 from ..frames import FrameIssue, frame_issues
 
@@ -24,7 +24,14 @@ REMOVE = "admission_remove"
 VALUE_KEYS = tuple(k for k in ADMISSION_KEYS if k != "rule")  # floor, unlisted, tier_cap, unlisted_floor
 INTEGER_KEYS = ("unlisted", "tier_cap")
 _DEFAULTS = AdmissionPolicy()
-RULE_HELP = "relative: a weak item stops its class before the budget does; none: the budget alone ends the bundle"
+RULE_HELP = (
+    "relative: a weak item stops its class before the budget does; unlisted: only the unlisted floor "
+    "stops; none: the budget alone ends the bundle"
+)
+# what a frame that declares no stop rule gets
+ENGINE_DEFAULT = (
+    f"the engine default ({DEFAULT_ADMISSION.rule}, unlisted_floor {DEFAULT_ADMISSION.unlisted_floor:g})"
+)
 VALUE_HELP = {
     "floor": "an item is stopped when its evidence is below this share of the best admitted in its class (0 to 1)",
     "unlisted": "how many items of classes the work type does not list may enter",
@@ -77,7 +84,7 @@ def add_fields(form: forms.Form, base: Mapping[str, Any]) -> None:
         required=False,
         label="Stop rule",
         choices=[("", "— unchanged —")] + [(r, r) for r in ADMISSION_RULES],
-        help_text=f"{RULE_HELP}; " + (f"now {rule_now}" if rule_now else f"not declared: {_DEFAULTS.rule}"),
+        help_text=f"{RULE_HELP}; " + (f"now {rule_now}" if rule_now else f"not declared: {ENGINE_DEFAULT}"),
     )
     form.initial[RULE] = rule_now if rule_now in ADMISSION_RULES else ""
     for key in VALUE_KEYS:
@@ -91,7 +98,7 @@ def add_fields(form: forms.Form, base: Mapping[str, Any]) -> None:
             form.initial[field_name(key)] = now[key]
     form.fields[REMOVE] = forms.BooleanField(
         required=False,
-        label="Remove the stop rule (the fields above are then ignored; the budget alone ends the bundle)",
+        label=f"Remove the frame's stop rule (the fields above are then ignored; {ENGINE_DEFAULT} applies)",
     )
 
 
