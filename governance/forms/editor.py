@@ -375,16 +375,7 @@ class ProposeForm(forms.Form):
         if not path:
             return None
         head = path[0]
-        if head in (
-            "title",
-            "purpose",
-            "objectives",
-            "constraints",
-            "scope",
-            "default_classes",
-            "class_pull",
-            "open_loop_work_types",
-        ):
+        if head in self.fields:  # a frame key edited by a field of its own name (purpose, scope, ...)
             return head
         if head == "admission":
             return admission.field_for(path, self.cleaned_data.get("raw_patch"))

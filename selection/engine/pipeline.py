@@ -45,7 +45,11 @@ from .types import (
 )
 from .widening import widen_pool
 
-ENGINE_VERSION = "frame-governance-engine/0.1.0"
+# Bumped whenever a default changes what a selection admits: approvals are bound to it (a promotion
+# approved under another engine asks for a new backtest), and traces, evaluations and frame health
+# readings record it. 0.2.0 (sixth session): a frame that declares no stop rule gets the engine's
+# default (the unlisted floor, AdmissionPolicy DEFAULT_ADMISSION) instead of the budget alone.
+ENGINE_VERSION = "frame-governance-engine/0.2.0"
 POLICY_VERSION = "staged-frame-conditioned-v1"
 TRACE_SCHEMA = "context-trace/v1"
 
