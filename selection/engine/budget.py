@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .coalesce import DraftItem
+from .policy import evidence
 from .reason_codes import CoalescingKind, ReasonCode, Stage
 from .render import item_tokens, render_item
 from .types import DEFAULT_UNLISTED_FLOOR, AdmissionPolicy, CoalescingOp
@@ -126,13 +127,6 @@ def admit_within_budget(
             _dispose(draft, ReasonCode.BUDGET_EXHAUSTED, Stage.BUDGET, state)
             decided.append(Decided(draft, rendered, tokens, False))
     return decided
-
-
-def evidence(c) -> float:
-    """A candidate's marginal evidence for the stop rule: the strongest of its query relevance,
-    objective relevance and retrieval score (a pulled unit has only the last)."""
-    s = c.signals
-    return max(s.get("query_relevance", 0.0), s.get("objective_relevance", 0.0), c.query_score)
 
 
 def _class_pulled(c) -> bool:

@@ -351,7 +351,10 @@ def rank(
     head: Mapping[int, int] | None = None,
 ) -> list[Working]:
     """Order by (class bucket, rank score desc, retrieval rank, unit id); the units of an inferred
-    frame's query-only `head` take bucket -1, ahead of every class bucket.
+    frame's query-only `head` take bucket -1, ahead of every class bucket. Under
+    `config.weak_support_fraction` f, a retrieved (not pulled) candidate of a listed class whose
+    evidence is below f x the best evidence of the eligible pool takes the weak bucket
+    len(prefs) + 1, after every class bucket; its goal_relevance note says why it moved.
 
     rank_score = retrieval score (query_score: the pool position of the fused query and objective
                  lists; a pulled unit's pull score)
@@ -362,17 +365,53 @@ def rank(
     Each candidate records every signal's contribution (they sum to the rank score).
     """
     absent = len(prefs)
+    bucketed = not (condition.class_policy == "none" or condition.flat_rank)
+    fraction = config.weak_support_fraction
+    best = max((evidence(c) for c in eligible), default=0.0) if bucketed and fraction else 0.0
     for c in eligible:
         c.contributions = _contributions(c, condition, config, open_loop_applies)
         c.rank_score = round(_rank_score(c, condition, config, open_loop_applies), 6)
-        if condition.class_policy == "none" or condition.flat_rank:
+        if not bucketed:
             c.bucket = 0
         else:
             tier = preference_tier(c.unit.evidence_class, prefs)
             c.bucket = absent if tier is None else tier
+            if tier is not None and best > 0 and not _pulled(c) and not (head and c.pos in head):
+                mine = evidence(c)
+                if mine < fraction * best:
+                    c.bucket = absent + 1
+                    c.contributions = _weak_note(c.contributions, tier, mine, fraction, best)
         if head and c.pos in head:
             c.bucket = -1
     ranked = sorted(eligible, key=lambda c: (c.bucket, -c.rank_score, c.retrieval_rank, c.uid))
     for i, c in enumerate(ranked, start=1):
         c.rank = i
     return ranked
+
+
+def evidence(c) -> float:
+    """A candidate's marginal evidence (the stop rule's and the weak bucket's): the strongest of
+    its query relevance, objective relevance and retrieval score (a pulled unit has only the
+    last)."""
+    s = c.signals
+    return max(s.get("query_relevance", 0.0), s.get("objective_relevance", 0.0), c.query_score)
+
+
+def _pulled(c: Working) -> bool:
+    """Whether a pull (class pull, successor, recency) added the candidate rather than retrieval."""
+    return any(name == "pull" for name, _, _, _ in c.base_parts)
+
+
+def _weak_note(
+    parts: tuple[Contribution, ...], tier: int, mine: float, fraction: float, best: float
+) -> tuple[Contribution, ...]:
+    """The contributions with goal_relevance's zero part saying why the candidate left its class
+    bucket (the rank score is unchanged: only the bucket moves)."""
+    note = (
+        f"weak support: evidence {mine:.3f} < {fraction:g} x {best:.3f}, the best in the eligible "
+        f"pool; leaves class bucket {tier} for the weak bucket, after every class bucket"
+    )
+    return tuple(
+        Contribution(p.signal, p.effect, p.value, note) if p.signal == "goal_relevance" else p
+        for p in parts
+    )

@@ -345,6 +345,12 @@ class EngineConfig:
     pool_widen_step: int = 10
     pool_widen_max: int = 60
     abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
+    # class preference among supported candidates (issue 15): a retrieved candidate of a listed
+    # class whose evidence (policy.evidence: the strongest of query relevance, objective relevance
+    # and retrieval score) is below this fraction of the best evidence in the eligible pool leaves
+    # its class bucket for the weak bucket, ranked after every class bucket (the unlisted one
+    # included). Pulled units (class pull, successor, recency) keep their bucket. None: off
+    weak_support_fraction: float | None = None
 
 
 # --------------------------------------------------------------------------------------------
