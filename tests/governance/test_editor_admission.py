@@ -16,6 +16,8 @@ from governance.forms import ProposeForm
 from governance.frames import frame_classes
 from governance.models import Proposal
 
+from .test_views import shown as posted_untouched
+
 pytestmark = pytest.mark.django_db
 
 CONTEXT_LAB = Path(__file__).resolve().parents[2] / "fixtures" / "context-lab"
@@ -47,15 +49,7 @@ def sift(make_project, django_user_model, grant):
 
 def shown(project) -> dict:
     """What the propose page posts for `project` when nobody edits a field."""
-    base = current_frame_version(project=project)
-    form = ProposeForm(base=base.snapshot, declared=[project.slug])
-    data = {}
-    for name, field in form.fields.items():
-        value = form.initial.get(name, field.initial)
-        if value is None or value is False:
-            continue
-        data[name] = value
-    return data
+    return posted_untouched(project, declared=[project.slug])
 
 
 def edited(project, **changes) -> dict:

@@ -21,16 +21,22 @@ def login(client, user):
     return client
 
 
-def form_data(project, **changes):
-    """What the propose page posts when the user edits only `changes`."""
+def shown(project, declared=("alpha", "beta")) -> dict:
+    """What the propose page posts for `project` when nobody edits a field."""
     base = current_frame_version(project=project)
-    form = ProposeForm(base=base.snapshot, declared=["alpha", "beta"])
+    form = ProposeForm(base=base.snapshot, declared=list(declared))
     data = {}
     for name, field in form.fields.items():
         value = form.initial.get(name, field.initial)
         if value is None or value is False:
             continue
         data[name] = value
+    return data
+
+
+def form_data(project, **changes):
+    """What the propose page posts when the user edits only `changes`."""
+    data = shown(project)
     data.update(title="Reorder implementation review", rationale="rules first")
     data.update(changes)
     return data
