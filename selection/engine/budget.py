@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .coalesce import DraftItem
-from .policy import evidence
+from .policy import evidence, pulled
 from .reason_codes import CoalescingKind, ReasonCode, Stage
 from .render import item_tokens, render_item
 from .types import DEFAULT_UNLISTED_FLOOR, AdmissionPolicy, CoalescingOp
@@ -129,12 +129,6 @@ def admit_within_budget(
     return decided
 
 
-def _class_pulled(c) -> bool:
-    return any(
-        name == "pull" and note.startswith("class_pull") for name, _, _, note in c.base_parts
-    )
-
-
 class _StopRule:
     """The frame's admission stop rule (AdmissionPolicy), applied item by item in rank order."""
 
@@ -163,7 +157,7 @@ class _StopRule:
             if why:
                 return why
         guaranteed = False
-        if _class_pulled(c) and bucket not in self.pulled:
+        if pulled(c, "class_pull") and bucket not in self.pulled:
             # the frame guarantees its preferred classes candidates: the first one pulled for a
             # class is that guarantee, and weak retrieval evidence does not withdraw it
             self.pulled.add(bucket)

@@ -376,7 +376,7 @@ def rank(
         else:
             tier = preference_tier(c.unit.evidence_class, prefs)
             c.bucket = absent if tier is None else tier
-            if tier is not None and best > 0 and not _pulled(c) and not (head and c.pos in head):
+            if tier is not None and best > 0 and not pulled(c) and not (head and c.pos in head):
                 mine = evidence(c)
                 if mine < fraction * best:
                     c.bucket = absent + 1
@@ -397,9 +397,10 @@ def evidence(c) -> float:
     return max(s.get("query_relevance", 0.0), s.get("objective_relevance", 0.0), c.query_score)
 
 
-def _pulled(c: Working) -> bool:
-    """Whether a pull (class pull, successor, recency) added the candidate rather than retrieval."""
-    return any(name == "pull" for name, _, _, _ in c.base_parts)
+def pulled(c: Working, by: str = "") -> bool:
+    """Whether a pull (class pull, successor, recency, ...) added the candidate rather than
+    retrieval; with `by`, a pull whose note starts with it ("class_pull")."""
+    return any(name == "pull" and note.startswith(by) for name, _, _, note in c.base_parts)
 
 
 def _weak_note(
