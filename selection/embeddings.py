@@ -54,7 +54,8 @@ def configured_runtime() -> str:
 
 
 def onnx_cache_dir() -> Path:
-    """FG_EMBEDDING_CACHE_DIR, else the installation's state directory (.state/embedding-cache)."""
+    """FG_EMBEDDING_CACHE_DIR: the setting (default: the installation's .state/embedding-cache);
+    outside Django, the environment variable, else ~/.cache/frame-governance."""
     from django.conf import settings
 
     if settings.configured and getattr(settings, "FG_EMBEDDING_CACHE_DIR", ""):

@@ -2,7 +2,7 @@
 
 A field shows the current frame's value; a blank field leaves its key as it is (absent stays absent),
 so the patch holds only the keys a person changed, as a raw `{"admission": {...}}` patch would. The
-rule "none" keeps the keys for later; "remove" drops the whole mapping (the engine's default, none).
+rule "none" keeps the keys for later; "remove" drops the whole mapping (the engine's default stop rule then applies).
 """
 
 from __future__ import annotations
