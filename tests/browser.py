@@ -73,12 +73,22 @@ def browser(tmp_path):
 
 
 def wait_for(driver, condition: Callable, timeout: float = WAIT_SECONDS, message: str = ""):
-    """WebDriverWait(driver, timeout).until(condition), failing with `message` and the page URL."""
-    from selenium.common.exceptions import TimeoutException
+    """WebDriverWait(driver, timeout).until(condition), failing with `message` and the page URL.
+
+    A condition that reads an element while a form submission is replacing the page can find the
+    old page's element and lose it before reading it (StaleElementReferenceException); that poll
+    counts as "not yet", like a missing element, and the next poll reads the new page.
+    """
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition)
+        return WebDriverWait(
+            driver,
+            timeout,
+            poll_frequency=0.2,
+            ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+        ).until(condition)
     except TimeoutException:
         pytest.fail(f"waited {timeout} s for {message or condition} on {driver.current_url}")
 
