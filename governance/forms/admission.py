@@ -1,8 +1,9 @@
 """The editor's stop-rule fields: the frame's `admission` mapping key by key, checked by the corpus parser.
 
 A field shows the current frame's value; a blank field leaves its key as it is (absent stays absent),
-so the patch holds only the keys a person changed, as a raw `{"admission": {...}}` patch would. The
-rule "none" keeps the keys for later; "remove" drops the whole mapping (the engine's default stop rule then applies).
+so the patch holds only the keys a person changed, as a raw `{"admission": {...}}` patch would. "Drop"
+removes single declared keys (each then reads its default, as `null` in a raw patch does); the rule
+"none" keeps the keys for later; "remove" drops the whole mapping (the engine's default stop rule then applies).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..frames import FrameIssue, frame_issues
 
 RULE = "admission_rule"
 REMOVE = "admission_remove"
+DROP = "admission_drop"
 VALUE_KEYS = tuple(k for k in ADMISSION_KEYS if k != "rule")  # floor, unlisted, tier_cap, unlisted_floor
 INTEGER_KEYS = ("unlisted", "tier_cap")
 _DEFAULTS = AdmissionPolicy()
@@ -96,23 +98,49 @@ def add_fields(form: forms.Form, base: Mapping[str, Any]) -> None:
         )
         if key in now:
             form.initial[field_name(key)] = now[key]
+    droppable = [key for key in VALUE_KEYS if key in now]
+    if droppable:
+        form.fields[DROP] = forms.MultipleChoiceField(
+            required=False,
+            label="Drop these keys",
+            choices=[(key, key) for key in droppable],
+            widget=forms.CheckboxSelectMultiple,
+            help_text="each ticked key leaves the frame and reads its default (shown under its field)",
+        )
     form.fields[REMOVE] = forms.BooleanField(
         required=False,
         label=f"Remove the frame's stop rule (the fields above are then ignored; {ENGINE_DEFAULT} applies)",
     )
 
 
+def changed_and_dropped(base: Mapping[str, Any], data: Mapping[str, Any]) -> list[str]:
+    """Keys ticked to drop whose field was also changed from the frame's value: the form cannot tell
+    which the person meant, so it asks (an untouched field still shows the value, and drop wins)."""
+    if data.get(REMOVE):
+        return []
+    now = declared(base)
+    return [
+        key
+        for key in data.get(DROP) or ()
+        if data.get(field_name(key)) is not None and data[field_name(key)] != now.get(key)
+    ]
+
+
 def apply(frame: dict[str, Any], data: Mapping[str, Any]) -> None:
-    """Set the frame's admission mapping from the fields: blank keeps a key, remove drops the mapping."""
+    """Set the frame's admission mapping from the fields: blank keeps a key, a ticked key is dropped,
+    remove drops the mapping."""
     if data.get(REMOVE):
         frame.pop("admission", None)
         return
     admission = copy.deepcopy(declared(frame))
     if data.get(RULE):
         admission["rule"] = data[RULE]
+    dropped = set(data.get(DROP) or ())
     for key in VALUE_KEYS:
         value = data.get(field_name(key))
-        if value is not None:
+        if key in dropped:
+            admission.pop(key, None)
+        elif value is not None:
             admission[key] = value
     if admission or "admission" in frame:
         frame["admission"] = admission

@@ -219,6 +219,10 @@ class ProposeForm(forms.Form):
         """floor, unlisted, tier_cap, unlisted_floor: the numbers under the rule."""
         return [self[admission.field_name(k)] for k in admission.VALUE_KEYS]
 
+    def admission_drop(self):
+        """The "drop these keys" boxes, when the frame declares a key to drop."""
+        return self[admission.DROP] if admission.DROP in self.fields else None
+
     def limit_bounds(self):
         return LIMIT_BOUNDS
 
@@ -249,6 +253,10 @@ class ProposeForm(forms.Form):
         if self.errors:
             return data
         self._refuse_unknown_classes(data)
+        for key in admission.changed_and_dropped(self.base, data):
+            self.add_error(
+                admission.field_name(key), f"{key} is both changed and ticked to drop: clear the tick or the change"
+            )
         if self.errors:
             return data
         target = self._target(data)

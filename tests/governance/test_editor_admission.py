@@ -123,12 +123,48 @@ def test_a_proposal_through_the_fields_equals_the_raw_patch_one(client, sift):
         # a blank field leaves its key as it is: only tier_cap changes
         ({"admission_floor": "", "admission_unlisted": "", "admission_tier_cap": "7"}, {"admission": {"tier_cap": 7}}),
         ({"admission_rule": "", "admission_unlisted_floor": "0.5"}, {"admission": {"unlisted_floor": 0.5}}),
+        # a ticked key leaves the frame (null in the patch), whatever its untouched field shows
+        ({"admission_drop": ["tier_cap", "unlisted"]}, {"admission": {"tier_cap": None, "unlisted": None}}),
+        ({"admission_drop": ["floor"], "admission_remove": "on"}, {"admission": None}),
         # a number as typed, as a raw patch's JSON would read it
         ({"admission_tier_cap": " 07 ", "admission_floor": "1"}, {"admission": {"tier_cap": 7, "floor": 1}}),
     ],
 )
 def test_rule_none_remove_and_blank_fields(sift, changes, patch):
     assert form_patch(sift, edited(sift, **changes)) == patch
+
+
+def test_a_dropped_key_leaves_the_new_frame_and_its_diff_says_so(client, sift):
+    client.force_login(_lead(sift))
+    html = client.get(reverse("proposal-create", args=["sift"])).content.decode()
+    block = html[html.index('id="field-admission_drop"') :]
+    block = block[: block.index('class="help"')]
+    boxes = re.findall(r'name="admission_drop" value="(\w+)"', block)
+    assert boxes == ["floor", "unlisted", "tier_cap", "unlisted_floor"]
+    response = client.post(reverse("proposal-create", args=["sift"]), edited(sift, admission_drop=["tier_cap"]))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    proposal = Proposal.objects.get()
+    assert proposal.frame_version.snapshot["admission"] == {
+        "rule": "relative", "floor": 0.6, "unlisted": 2, "unlisted_floor": 0.75,
+    }
+    diff = client.get(reverse("proposal-detail", args=[proposal.pk])).context["diff"]
+    assert [row.path for row in diff if row.changed] == ["admission.tier_cap"]
+
+
+def test_a_key_both_changed_and_dropped_is_refused_on_its_field(client, sift):
+    client.force_login(_lead(sift))
+    data = edited(sift, admission_drop=["tier_cap"], admission_tier_cap="9")
+    response = client.post(reverse("proposal-create", args=["sift"]), data)
+    html = response.content.decode()
+    assert response.status_code == 400 and not Proposal.objects.exists()
+    block = html[html.index('id="field-admission_tier_cap"') :]
+    assert "tier_cap is both changed and ticked to drop" in block[: block.index("</div>")]
+
+
+def test_a_frame_without_a_stop_rule_has_nothing_to_drop(client, project, django_user_model, grant):
+    client.force_login(grant(django_user_model.objects.create_user("lead"), project, "lead"))
+    html = client.get(reverse("proposal-create", args=[project.slug])).content.decode()
+    assert 'id="stop-rule"' in html and "admission_drop" not in html
 
 
 def test_a_frame_without_a_stop_rule_gets_one_only_when_a_field_is_set(project):
