@@ -1,6 +1,7 @@
 """Every main page as each role, at 1440 and at 390 px wide, in headless Chromium: the page never
-scrolls sideways, the console shows no error (a CSP refusal is one), log-out stays reachable,
-and axe-core (vendored from npm under tests/vendor) finds no serious or critical violation.
+scrolls sideways (nor does a frame diff or another table that stacks on a phone), the console
+shows no error (a CSP refusal is one), log-out stays reachable, and axe-core (vendored from npm
+under tests/vendor) finds no serious or critical violation.
 
 FG_SCREENSHOTS=DIR saves a full-page screenshot of each page there, to look at.
 """
@@ -104,6 +105,13 @@ def test_every_main_page_fits_the_screen_without_errors(role, sift_users, browse
             )
             if sideways > 0:
                 problems.append(f"{where}: the page scrolls sideways by {sideways} px")
+            # a frame diff, and any table that stacks on a phone, shows every column without
+            # scrolling inside its own box
+            hidden = browser.execute_script(
+                "return [...document.querySelectorAll('table.diff, table.stack-on-phone')].filter("
+                "t => t.offsetParent && t.scrollWidth > t.clientWidth + 1).map(t => t.className);"
+            )
+            problems += [f"{where}: table.{t.replace(' ', '.')} scrolls sideways inside its box" for t in hidden]
             logout = browser.find_element("css selector", "form.logout button")
             if not browser.execute_script(
                 "const r = arguments[0].getBoundingClientRect();"
