@@ -123,7 +123,10 @@ def attribute(
             entries.append(
                 UnitAttribution(c.unit_id, lab, FailureCode.E4.value, c.stage, c.reason_code)
             )
-    if reader_failed and not [e for e in entries if e.label != "SHOULD"]:
+    # the context was good when no MUST unit was missed and nothing stale or harmful reached the
+    # model, whatever its label (an admitted stale SHOULD unit is E4 too); SHOULD misses do not count
+    spoiled = [e for e in entries if e.label == "MUST" or e.code == FailureCode.E4]
+    if reader_failed and not spoiled:
         entries.append(UnitAttribution("", "", FailureCode.E6.value, Stage.READER.value, ""))
     entries.sort(key=lambda e: (e.code, e.unit_id))
     return Attribution(units=tuple(entries), codes=tuple(sorted({e.code for e in entries})))

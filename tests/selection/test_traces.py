@@ -695,15 +695,11 @@ def test_history_query_count_is_pinned(lab, auditor_client, django_assert_max_nu
     assert len(re.findall(r'data-trace="', html)) == 5 and "page 1 of 2" in html
 
 
-def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
-    from django.core.management import call_command
-    from django.core.management.base import CommandError
-
+def _good_context_trace(lab):
     from selection import services, store
-    from selection.selectors import trace_explained
 
     # a query that reaches every MUST unit and not the superseded r0 (no E4), at a wide budget
-    trace = services.run_selection(
+    return services.run_selection(
         project=lab.project,
         query="why pipeline exists readers clause evidence review recall relevance candidates",
         work_frame=store.work_frame_for_task(lab.task),
@@ -713,8 +709,17 @@ def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
         task=lab.task,
         use_dense=False,
     ).trace
+
+
+def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from selection.selectors import trace_explained
+
+    trace = _good_context_trace(lab)
     before = trace_explained(trace, user=people["auditor"]).attribution
-    assert not [e for e in before.units if e.label != "SHOULD"], before  # no MUST miss, no E4
+    assert not [e for e in before.units if e.label == "MUST" or e.code == "E4"], before
     with pytest.raises(CommandError, match="may not report"):
         call_command("record_outcome", str(trace.pk), verdict="failed", user="outsider")
     call_command("record_outcome", str(trace.pk), verdict="failed", user="reviewer", note="wrong answer")
@@ -725,3 +730,32 @@ def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
     missed = lab.select().trace
     call_command("record_outcome", str(missed.pk), verdict="failed", user="reviewer")
     assert "E6" not in trace_explained(missed, user=people["auditor"]).attribution.codes
+
+
+def test_an_agent_reports_a_failed_answer_through_the_api_and_the_trace_reads_e6(lab, people, client):
+    from governance import tokens
+    from selection.selectors import trace_explained
+
+    trace = _good_context_trace(lab)
+    assert "E6" not in trace_explained(trace, user=people["auditor"]).attribution.codes
+    url = f"/api/v1/traces/{trace.pk}/outcomes"
+    read_only = tokens.token_create(user=people["reviewer"], name="ci").secret
+    refused = client.post(
+        url, {"verdict": "failed"}, content_type="application/json", headers={"Authorization": f"Bearer {read_only}"}
+    )
+    assert refused.status_code == 403 and not trace.outcomes.exists()
+    secret = tokens.token_create(user=people["reviewer"], name="agent", project=lab.project, role="reviewer").secret
+    response = client.post(
+        url,
+        {"verdict": "failed", "note": "the answer ignored the clause"},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    assert response.status_code == 201, response.content[:2000]
+    assert response.json()["verdict"] == "failed" and response.json()["reporter"] == "reviewer"
+    assert "E6" in trace_explained(trace, user=people["auditor"]).attribution.codes
+    # the trace page's attribution says so to an auditor
+    client.force_login(people["auditor"])
+    html = client.get(reverse("trace-detail", args=[trace.pk])).content.decode()
+    table = html[html.index('id="attribution"') :]
+    assert "<code>E6</code>" in table[: table.index("</table>")]

@@ -169,6 +169,11 @@ def test_e6_only_when_the_reader_failed_on_good_context(index):
     assert codes(r, {"a-rule": "MUST"}, index, reader_failed=True)[1].codes == ("E6",)
     assert codes(r, {"a-rule": "MUST"}, index, reader_failed=False)[1].codes == ()
     assert codes(r, {"a-hidden": "MUST"}, index, reader_failed=True)[1].codes == ("E1",)
+    # a stale unit reached the model: the context was not good, whatever the ledger calls the unit
+    c0 = select(mini_request("C0", query="SQLite tables baseline store"), index)
+    for label in ("SHOULD", "MUST", "HARMFUL"):
+        att = codes(c0, {"a-sqlite": label}, index, reader_failed=True)[1]
+        assert att.codes == ("E4",), label
 
 
 def test_attribution_round_trips(index):
