@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 import pytest
-from engine_testkit import ALPHA, mini_request, mini_units, mk
+from engine_testkit import ALPHA, mini_request, mini_units, mini_work, mk
 
 from selection.engine import CorpusIndex, EngineConfig, attribute, select
 from selection.engine import metrics as m
@@ -218,6 +218,32 @@ def test_a_budget_omission_is_ranking_when_filler_took_the_room_and_budget_when_
     assert stages_of(r, {last: "MUST"}, index) == {last: "ranking"}  # the rest is filler
     ahead = {i.sources[0]: "SHOULD" for i in r.bundle.items}  # everything ahead of it is wanted
     assert stages_of(r, {last: "MUST", **ahead}, index)[last] == "budget"
+
+
+def test_a_unit_the_stop_rule_ended_is_lost_at_stop_and_a_redundant_one_at_redundancy(index):
+    from selection.engine.types import AdmissionPolicy
+
+    strict = replace(ALPHA, admission=AdmissionPolicy(rule="relative", floor=0.95, unlisted=0))
+    r = select(mini_request("C6", work=mini_work("review"), frame=strict), index)
+    stopped = sorted(c.unit_id for c in r.trace.candidates if c.reason_code == "ADMISSION_STOPPED")
+    assert stopped, "a 0.95 floor stops some of the review's evidence"
+    assert set(stages_of(r, dict.fromkeys(stopped, "MUST"), index).values()) == {"stop"}
+    # the same units with no stop rule at all are not lost there
+    loose = replace(ALPHA, admission=AdmissionPolicy(rule="none"))
+    r = select(mini_request("C6", work=mini_work("review"), frame=loose), index)
+    assert "stop" not in stages_of(r, dict.fromkeys(stopped, "MUST"), index).values()
+
+    units = [
+        mk("a-one", "the retrieval baseline must be beaten at a matched budget", "rule"),
+        mk("a-two", "the retrieval baseline must be beaten at a matched budget too", "rule"),
+    ]
+    idx = CorpusIndex.build(units)
+    full = select(mini_request("C6", query="retrieval baseline budget"), idx)
+    lone = -(-len(full.bundle.items[0].rendered.replace(", a-two", "").replace(", a-one", "")) // 4)
+    tight = select(mini_request("C6", query="retrieval baseline budget", budget=lone), idx)
+    lost = next(c.unit_id for c in tight.trace.candidates if c.reason_code == "REDUNDANT_WITH_ADMITTED")
+    assert stages_of(tight, {lost: "MUST"}, idx) == {lost: "redundancy"}
+    assert stages_of(full, {lost: "MUST"}, idx) == {lost: "recalled"}  # folded with its source
 
 
 def test_jaccard_columns_from_a_vocabulary_mark_are_the_sorted_distinct_ids():
