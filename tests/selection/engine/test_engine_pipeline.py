@@ -798,8 +798,8 @@ def test_bundle_order_is_frame_policy_and_the_trace_names_the_rule(index):
                      frame=replace(ALPHA, bundle_order="stable")),
         index,
     )
-    if set(other.bundle.unit_ids()) == set(stable.bundle.unit_ids()):
-        assert other.bundle.rendered == stable.bundle.rendered
+    assert set(other.bundle.unit_ids()) == set(stable.bundle.unit_ids())
+    assert other.bundle.rendered == stable.bundle.rendered
 
 
 def test_a_project_in_a_store_of_many_selects_as_it_would_alone():
