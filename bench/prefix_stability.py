@@ -24,7 +24,7 @@ Every step is selected at C6 under each bundle order (`ProjectFrame.bundle_order
 The figures per order: the mean prefix share of consecutive bundles (`selection.evaluation`'s
 `prefix_stability`: common prefix characters / the later bundle's length), the share of consecutive
 pairs whose routed prefix (the leading items that carry a routed unit) is non-empty and
-byte-identical, and the mean shared prefix in characters and estimated tokens.
+byte-identical, and the mean shared prefix in characters, estimated tokens and whole items.
 """
 
 from __future__ import annotations
@@ -117,24 +117,28 @@ def sequences(corpus: SyntheticCorpus, count: int, steps: int, seed: int) -> lis
 
 def routed_prefix(result: SelectionResult) -> str:
     """The rendered leading items that carry a routed unit (the envelope the bundle opens with)."""
+    return "".join(item.rendered for item in result.bundle.items[: _routed_items(result)])
+
+
+def _routed_items(result: SelectionResult) -> int:
     envelope = frozenset(result.trace.routing.envelope if result.trace.routing else ())
-    out = []
-    for item in result.bundle.items:
+    for n, item in enumerate(result.bundle.items):
         if item.sources[0] not in envelope:
-            break
-        out.append(item.rendered)
-    return "".join(out)
+            return n
+    return len(result.bundle.items)
 
 
 def order_figures(runs: list[list[SelectionResult]]) -> dict:
     """Prefix stability of consecutive selections, each inner list one sequence in step order."""
     rendered = {str(s): [r.bundle.rendered for r in seq] for s, seq in enumerate(runs)}
-    shared, beyond, routed_same, same_bundle = [], [], [], []
+    shared, items, beyond, routed_same, same_bundle = [], [], [], [], []
     for seq in runs:
         for a, b in zip(seq, seq[1:], strict=False):
             text = b.bundle.rendered
             n = round(prefix_share(a.bundle.rendered, text) * len(text))  # its common prefix, exact
             shared.append(text[:n])
+            ends = np.cumsum([len(item.rendered) for item in b.bundle.items])
+            items.append(int(np.count_nonzero(ends <= n)))  # whole items the shared prefix covers
             routed_a, routed_b = routed_prefix(a), routed_prefix(b)
             routed_same.append(bool(routed_b) and routed_a == routed_b)
             beyond.append(max(0, n - len(routed_b)))
@@ -147,7 +151,10 @@ def order_figures(runs: list[list[SelectionResult]]) -> dict:
         "shared_prefix_chars": _mean([len(p) for p in shared], 1),
         "shared_prefix_tokens": _mean([estimate_tokens(p) for p in shared], 1),
         "shared_beyond_routed_chars": _mean(beyond, 1),
+        "shared_items": _mean(items, 2),
         "routed_prefix_chars": _mean([len(routed_prefix(r)) for r in results], 1),
+        "routed_items": _mean([_routed_items(r) for r in results], 2),
+        "bundle_items": _mean([len(r.bundle.items) for r in results], 2),
         "bundle_chars": _mean([len(r.bundle.rendered) for r in results], 1),
         "bundle_tokens": _mean([r.bundle.tokens for r in results], 1),
         "same_bundle": _mean(same_bundle),
@@ -223,8 +230,9 @@ def describe(prefix: dict) -> str:
     orders = "; ".join(
         f"{order}: prefix share {f['prefix_share']}, routed prefix identical "
         f"{f['routed_prefix_identical']}, shared prefix {f['shared_prefix_chars']} chars "
-        f"(~{f['shared_prefix_tokens']} tokens, {f['shared_beyond_routed_chars']} beyond the routed "
-        f"{f['routed_prefix_chars']}) of {f['bundle_chars']}"
+        f"(~{f['shared_prefix_tokens']} tokens, {f['shared_items']} whole items; "
+        f"{f['shared_beyond_routed_chars']} beyond the routed {f['routed_prefix_chars']}, "
+        f"{f['routed_items']} items) of {f['bundle_chars']} ({f['bundle_items']} items)"
         for order, f in prefix["orders"].items()
     )
     return (

@@ -113,8 +113,8 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
         figures = prefix["orders"][order]
         assert set(figures) == {
             "order_rule", "prefix_share", "routed_prefix_identical", "shared_prefix_chars",
-            "shared_prefix_tokens", "shared_beyond_routed_chars", "routed_prefix_chars",
-            "bundle_chars", "bundle_tokens", "same_bundle"}
+            "shared_prefix_tokens", "shared_beyond_routed_chars", "shared_items", "routed_prefix_chars",
+            "routed_items", "bundle_chars", "bundle_items", "bundle_tokens", "same_bundle"}
         assert figures["routed_prefix_identical"] == 1.0 and 0 < figures["prefix_share"] <= 1
         assert 0 < figures["routed_prefix_chars"] <= figures["shared_prefix_chars"] <= figures["bundle_chars"]
     assert {check["target"] for check in doc["targets"]} >= {

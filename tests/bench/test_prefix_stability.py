@@ -77,6 +77,8 @@ def test_consecutive_bundles_share_the_routed_prefix_as_the_bundles_show(part):
     assert all(routed_same) and stable["routed_prefix_identical"] == 1.0
     assert stable["shared_prefix_chars"] == round(sum(shared) / len(shared), 1)
     assert 0 < stable["routed_prefix_chars"] <= stable["shared_prefix_chars"] < stable["bundle_chars"]
+    # the routed envelope is the project's three root constraints, whole items of the shared prefix
+    assert stable["routed_items"] == 3 and 3 <= stable["shared_items"] < stable["bundle_items"]
     assert 0 < stable["prefix_share"] < 1 and stable["shared_prefix_tokens"] > 0
     assert part["pairs"] == COUNT * (STEPS - 1) == len(shared)
 
