@@ -133,7 +133,7 @@ def _vocabulary(rng: np.random.Generator, size: int) -> list[str]:
     return words
 
 
-def _unit_directions(rng: np.random.Generator, count: int) -> np.ndarray:
+def unit_directions(rng: np.random.Generator, count: int) -> np.ndarray:
     out = rng.standard_normal((count, DIMENSION), dtype=np.float32)
     out /= np.linalg.norm(out, axis=1, keepdims=True)
     return out
@@ -270,20 +270,20 @@ def generate(
     del kind, zipf_function, zipf_general, topic_pick, owner
 
     # ---- vectors ---------------------------------------------------------------------------------
-    shared = _unit_directions(rng, 1)[0]
-    centres = _unit_directions(rng, n_topics)
-    subs = _unit_directions(rng, n_topics * 4)
+    shared = unit_directions(rng, 1)[0]
+    centres = unit_directions(rng, n_topics)
+    subs = unit_directions(rng, n_topics * 4)
     sub = topic * 4 + rng.integers(0, 4, size=size)
     vectors = np.empty((size, DIMENSION), dtype=np.float32)
     chunk = 65536
     for start in range(0, size, chunk):
         stop = min(size, start + chunk)
-        noise = _unit_directions(rng, stop - start)
+        noise = unit_directions(rng, stop - start)
         block = centres[topic[start:stop]] + 0.6 * subs[sub[start:stop]] + 0.8 * noise
         block += 0.45 * shared
         vectors[start:stop] = block
     near = np.flatnonzero((echo_of >= 0) | (supersedes >= 0))
-    nudges = _unit_directions(rng, near.size)  # the same draws as one per unit, in this order
+    nudges = unit_directions(rng, near.size)  # the same draws as one per unit, in this order
     for j, i in enumerate(near.tolist()):  # in order: an echo of an echo follows its source
         src = echo_l[i] if echo_l[i] >= 0 else supersedes_l[i]
         vectors[i] = vectors[src] + 0.35 * nudges[j] * np.linalg.norm(vectors[src])
@@ -351,6 +351,16 @@ def generate(
     return corpus
 
 
+def written_from(rng: np.random.Generator, units: list[Unit], rows) -> str:
+    """A query written from the units at `rows`: four of each one's words, in order, ten in all."""
+    words: list[str] = []
+    for pos in rows:
+        text_words = units[int(pos)].text.split(" ")
+        picks = rng.choice(len(text_words), size=min(4, len(text_words)), replace=False)
+        words.extend(text_words[int(k)] for k in np.sort(picks))
+    return " ".join(["how", "does"] + words[:10])
+
+
 def _tasks(
     rng: np.random.Generator,
     count: int,
@@ -376,18 +386,13 @@ def _tasks(
         if same.size == 0:
             same = np.asarray([anchor])
         must = np.sort(rng.choice(same, size=min(3, same.size), replace=False))
-        words: list[str] = []
-        for pos in must:
-            text_words = units[int(pos)].text.split(" ")
-            picks = rng.choice(len(text_words), size=min(4, len(text_words)), replace=False)
-            words.extend(text_words[int(k)] for k in np.sort(picks))
-        query = " ".join(["how", "does"] + words[:10])
+        query = written_from(rng, units, must)
         objective_words = units[int(must[0])].text.split(" ")
         objective = "review " + " ".join(objective_words[2:9])
         frame = frames[slugs[p]]
         work_type = frame.work_types[int(rng.integers(0, len(frame.work_types)))][0]
-        qv = vectors[must].mean(axis=0) + 0.25 * _unit_directions(rng, 1)[0]
-        ov = centres[tp] + 0.45 * shared + 0.6 * _unit_directions(rng, 1)[0]
+        qv = vectors[must].mean(axis=0) + 0.25 * unit_directions(rng, 1)[0]
+        ov = centres[tp] + 0.45 * shared + 0.6 * unit_directions(rng, 1)[0]
         qv /= np.linalg.norm(qv)
         ov /= np.linalg.norm(ov)
         out.append(

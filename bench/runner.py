@@ -15,6 +15,8 @@ issue 7's targets checked against it. Each part lives in its own module, by what
                       trace history through Django's test client, warm: time, bytes, SQL queries
   scoped              one project's C6 inside a 100-project store sharing one vocabulary, against
                       the same project's units alone: must-include recall and p95 (issue 15)
+  prefix_stability    consecutive C6 selections of one task sequence (one piece of work, its query
+                      moving step to step) under each bundle order: the prefix they share (issue 15)
 
 Timings are wall-clock medians and 95th percentiles over repeated requests (the synthetic tasks,
 cycled); stage times come from the StageTimings the engine and the services fill in.
@@ -40,6 +42,9 @@ from .import_rate import time_import
 from .index_restart import time_restart
 from .pages import time_pages
 from .pgvector_hnsw import time_hnsw
+from .prefix_stability import describe as describe_prefix
+from .prefix_stability import targets as prefix_targets
+from .prefix_stability import time_prefix
 from .reference import time_reference
 from .scoped import describe as describe_scoped
 from .scoped import targets as scoped_targets
@@ -83,6 +88,9 @@ class BenchOptions:
     dense_threshold: int | None = IVF_THRESHOLD
     scoped_per_project: int = 200  # units a project in the 100-project store (0: part skipped)
     scoped_tasks: int = 32
+    prefix_sequences: int = 16  # task sequences of the prefix stability part (0: part skipped)
+    prefix_steps: int = 8  # selections a sequence
+    prefix_units: int = 10_000  # the corpus the sequences are selected on
     naive_reference_max: int = 100_000  # the rank_bm25 reference above this size is skipped
     extra: dict = field(default_factory=dict)
 
@@ -292,6 +300,8 @@ def targets(doc: dict) -> list[dict]:
         checks.append(_check("C6 p50 at 1000000 / C6 p50 at 10000", growth, "<=", GROWTH_1M_MAX, "x"))
     if doc.get("scoped"):
         checks.extend(scoped_targets(doc["scoped"]))
+    if doc.get("prefix_stability"):
+        checks.extend(prefix_targets(doc["prefix_stability"]))
     for entry in sizes.values():
         if entry.get("import"):
             checks.append(_check(f"import units/s with embeddings ({entry['import']['units']} units)",
@@ -322,6 +332,11 @@ def run(options: BenchOptions, say: Callable[[str], None] = print) -> dict:
                 options.scoped_per_project, options.seed, options.scoped_tasks, options.samples
             )
             say(describe_scoped(scoped))
+        if options.prefix_sequences > 0:
+            doc["prefix_stability"] = prefix = time_prefix(
+                options.prefix_units, options.seed, options.prefix_sequences, options.prefix_steps
+            )
+            say(describe_prefix(prefix))
     doc["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["targets"] = targets(doc)
     for check in doc["targets"]:

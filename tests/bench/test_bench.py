@@ -34,6 +34,7 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     call_command(
         "bench", sizes=str(SIZE), json_path=str(path), samples=12, reference_queries=3,
         e2e_runs=3, tasks=8, import_units=SIZE, page_runs=2, scoped_per_project=40, scoped_tasks=4,
+        prefix_sequences=3, prefix_steps=3, prefix_units=SIZE,
     )
     doc = json.loads(path.read_text())
     entry = doc["sizes"][str(SIZE)]
@@ -104,7 +105,23 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
         "|C6 must-include recall in a 100-project store of 4000 units - alone|",
         "C6 bundles in a 100-project store of 4000 units identical to alone (share)",
         "C6 p95 in a 100-project store of 4000 units / alone"}
+    # consecutive selections of one task sequence, under each bundle order (bench/prefix_stability.py)
+    prefix = doc["prefix_stability"]
+    assert (prefix["units"], prefix["sequences"], prefix["steps"], prefix["pairs"]) == (SIZE, 3, 3, 6)
+    assert prefix["condition"] == "C6" and prefix["same_admitted"] == 1.0 and prefix["root_units"] > 0
+    for order in ("rank", "stable"):
+        figures = prefix["orders"][order]
+        assert set(figures) == {
+            "order_rule", "prefix_share", "routed_prefix_identical", "shared_prefix_chars",
+            "shared_prefix_tokens", "shared_beyond_routed_chars", "shared_items", "routed_prefix_chars",
+            "routed_items", "bundle_chars", "bundle_items", "bundle_tokens", "same_bundle"}
+        assert figures["routed_prefix_identical"] == 1.0 and 0 < figures["prefix_share"] <= 1
+        assert 0 < figures["routed_prefix_chars"] <= figures["shared_prefix_chars"] <= figures["bundle_chars"]
+    assert {check["target"] for check in doc["targets"]} >= {
+        "consecutive selections with the same routed prefix, bundle order stable (3 sequences x 3 steps, C6)",
+        "steps admitting the same units under every bundle order (3 sequences x 3 steps, C6)"}
     out = capsys.readouterr().out
+    assert "[prefix] 3 task sequences x 3 steps (6 consecutive pairs)" in out
     assert "[scoped]" in out and "100-project store of 4000 units" in out
     assert "ours/reference" in out and "ours/strong" in out and "backtest, 2 worker(s)" in out
     assert "loaded by a fresh process in" in out
@@ -112,8 +129,10 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
 
     # a second run reuses the stored corpus instead of writing it again
     call_command("bench", sizes=str(SIZE), json_path=str(path), samples=4, reference_queries=1,
-                 e2e_runs=1, tasks=8, import_units=0, workers="1", page_runs=1, scoped_per_project=0)
+                 e2e_runs=1, tasks=8, import_units=0, workers="1", page_runs=1, scoped_per_project=0,
+                 prefix_sequences=0)
     assert "scoped" not in json.loads(path.read_text())  # --scoped-per-project 0 skips the part
+    assert "prefix_stability" not in json.loads(path.read_text())  # so does --prefix-sequences 0
     again = json.loads(path.read_text())["sizes"][str(SIZE)]
     assert again["database_corpus"]["reused"] is True
     # the evaluation is reused too, and the viewer's roles are not granted twice

@@ -23,7 +23,8 @@ def _sizes(value: str) -> tuple[int, ...]:
 class Command(BaseCommand):
     help = (
         "Time selection (C0, C4, C6), the rank_bm25 reference, the service end to end, backtest "
-        "replays, import and the main pages over generated corpora; print the figures and optionally write JSON."
+        "replays, import, the main pages, scope in a 100-project store and the prefix consecutive "
+        "selections share over generated corpora; print the figures and optionally write JSON."
     )
 
     def add_arguments(self, parser):
@@ -49,6 +50,13 @@ class Command(BaseCommand):
                             help="units a project in the 100-project scoped store (0 skips it)")
         parser.add_argument("--scoped-tasks", type=int, default=32,
                             help="tasks of the measured project in the scoped store")
+        parser.add_argument("--prefix-sequences", type=int, default=16,
+                            help="task sequences selected step by step to measure the prefix "
+                                 "consecutive bundles share (0 skips it)")
+        parser.add_argument("--prefix-steps", type=int, default=8,
+                            help="selections in each task sequence (at least 2)")
+        parser.add_argument("--prefix-units", type=int, default=10_000,
+                            help="units of the corpus the task sequences are selected on")
         parser.add_argument("--no-db", action="store_true", help="engine and reference only")
         parser.add_argument("--blas-threads", type=int, default=1,
                             help="BLAS threads for the run (0: the library default)")
@@ -60,6 +68,12 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if 0 < opts["scoped_per_project"] < 40:
             raise CommandError("--scoped-per-project: 0 (skip) or at least 40 units a project")
+        if opts["prefix_sequences"] < 0:
+            raise CommandError("--prefix-sequences: 0 (skip) or more task sequences")
+        if opts["prefix_sequences"] and opts["prefix_steps"] < 2:
+            raise CommandError("--prefix-steps: at least 2 selections a sequence (one consecutive pair)")
+        if opts["prefix_sequences"] and opts["prefix_units"] < 50:
+            raise CommandError("--prefix-units: at least 50 units")
         options = BenchOptions(
             sizes=_sizes(opts["sizes"]),
             seed=opts["seed"],
@@ -76,6 +90,9 @@ class Command(BaseCommand):
             blas_threads=opts["blas_threads"] or None,
             scoped_per_project=opts["scoped_per_project"],
             scoped_tasks=opts["scoped_tasks"],
+            prefix_sequences=opts["prefix_sequences"],
+            prefix_steps=opts["prefix_steps"],
+            prefix_units=opts["prefix_units"],
             **({"dense_threshold": opts["ivf_from"]} if opts["ivf_from"] else {}),
             **({"dense_threshold": None} if opts["exact_dense"] else {}),
         )
