@@ -47,11 +47,12 @@ from selection.engine.types import (
 from selection.evaluation import prefix_share, prefix_stability
 
 from .generator import SyntheticCorpus, generate, unit_directions, written_from
+from .stats import check
 
 CONDITION = "C6"
 ROOTS = 3  # root constraints a project: its oldest current units
 WINDOW = 3  # units a step's query is written from (as a generator task's)
-SALT = 15  # the issue: the sequences' Generator is seeded with [seed, SALT]
+SALT = 15  # issue 15: the sequences' Generator is seeded with [seed, SALT]
 BUDGET_TOKENS = 1500  # a generator task's
 ROUTED_IDENTICAL_MIN = 1.0  # every consecutive pair opens with the same routed bytes
 SAME_ADMITTED_MIN = 1.0  # the bundle order never changes which units are admitted
@@ -219,11 +220,6 @@ def targets(prefix: dict) -> list[dict]:
     checks.append(check(f"steps admitting the same units under every bundle order ({at})",
                         prefix["same_admitted"], ">=", SAME_ADMITTED_MIN, ""))
     return checks
-
-
-def check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
-    met = value <= limit if op == "<=" else value >= limit
-    return {"target": name, "value": value, "limit": f"{op} {limit} {unit}", "met": bool(met)}
 
 
 def describe(prefix: dict) -> str:

@@ -50,7 +50,7 @@ from .scoped import describe as describe_scoped
 from .scoped import targets as scoped_targets
 from .scoped import time_scoped
 from .selection_latency import dense_recall, engine_requests, time_selection
-from .stats import machine, peak_rss_mb
+from .stats import check, machine, peak_rss_mb
 
 CONDITIONS = ("C0", "C4", "C6")
 TARGETS = {  # size -> C6 selection p95 limit in ms (issue 7)
@@ -256,64 +256,59 @@ def targets(doc: dict) -> list[dict]:
     for size, limit in TARGETS.items():
         if str(size) in sizes:
             value = sizes[str(size)]["selection"]["C6"]["p95_ms"]
-            checks.append(_check(f"C6 selection p95 at {size}", value, "<=", limit, "ms"))
+            checks.append(check(f"C6 selection p95 at {size}", value, "<=", limit, "ms"))
     at100k = sizes.get("100000", {})
     if at100k.get("restart"):
-        checks.append(_check("first selection of a fresh process at 100000 (index read + select)",
+        checks.append(check("first selection of a fresh process at 100000 (index read + select)",
                              at100k["restart"]["first_selection_s"], "<=", INDEX_LOAD_MAX_S, "s"))
     if sizes.get("1000000", {}).get("restart"):
-        checks.append(_check("peak RSS of a process serving the 1000000 index",
+        checks.append(check("peak RSS of a process serving the 1000000 index",
                              sizes["1000000"]["restart"]["peak_rss_mb"], "<=",
                              SERVING_PEAK_RSS_1M_MAX_MB, "MB"))
     if at100k.get("end_to_end"):
-        checks.append(_check("end-to-end p95 at 100000", at100k["end_to_end"]["p95_ms"], "<=",
+        checks.append(check("end-to-end p95 at 100000", at100k["end_to_end"]["p95_ms"], "<=",
                              E2E_P95_LIMIT_MS, "ms"))
     if at100k.get("end_to_end"):
         e2e = at100k["end_to_end"]
-        checks.append(_check("index load of a fresh process at 100000", e2e["index_load_s"], "<=",
+        checks.append(check("index load of a fresh process at 100000", e2e["index_load_s"], "<=",
                              INDEX_LOAD_MAX_S, "s"))
-        checks.append(_check("end-to-end p95 / C6 p95 at 100000",
+        checks.append(check("end-to-end p95 / C6 p95 at 100000",
                              round(e2e["p95_ms"] / at100k["selection"]["C6"]["p95_ms"], 2), "<=",
                              E2E_OVER_C6_MAX, "x"))
     for size, entry in sizes.items():
         for workers, result in (entry.get("backtest") or {}).items():
             if result.get("over_c6_selection") is not None and int(workers) <= doc["machine"]["cpus"]:
-                checks.append(_check(f"one backtest replay / one bare C6 selection at {size}, {workers} "
+                checks.append(check(f"one backtest replay / one bare C6 selection at {size}, {workers} "
                                      "worker(s)", result["over_c6_selection"], "<=",
                                      REPLAY_OVER_C6_MAX, "x"))
     if at100k.get("backtest"):
         for workers, result in at100k["backtest"].items():
-            checks.append(_check(f"backtest replays/s per worker at 100000, {workers} worker(s)",
+            checks.append(check(f"backtest replays/s per worker at 100000, {workers} worker(s)",
                                  result["per_worker"], ">=", REPLAYS_PER_WORKER_MIN, "/s"))
     if at100k.get("reference"):
         speedup = round(1 / at100k["ratio_vs_reference"], 1)
-        checks.append(_check("speed-up over the reference at 100000", speedup, ">=",
+        checks.append(check("speed-up over the reference at 100000", speedup, ">=",
                              REFERENCE_SPEEDUP_MIN, "x"))
     for size, entry in sizes.items():
         if entry.get("ratio_vs_strong_reference") is not None:
-            checks.append(_check(f"C6 p50 / strong reference p50 at {size}",
+            checks.append(check(f"C6 p50 / strong reference p50 at {size}",
                                  entry["ratio_vs_strong_reference"], "<=",
                                  STRONG_REFERENCE_RATIO_MAX, "x"))
     if "10000" in sizes and "1000000" in sizes:
         growth = round(sizes["1000000"]["selection"]["C6"]["p50_ms"]
                        / sizes["10000"]["selection"]["C6"]["p50_ms"], 2)
-        checks.append(_check("C6 p50 at 1000000 / C6 p50 at 10000", growth, "<=", GROWTH_1M_MAX, "x"))
+        checks.append(check("C6 p50 at 1000000 / C6 p50 at 10000", growth, "<=", GROWTH_1M_MAX, "x"))
     if doc.get("scoped"):
         checks.extend(scoped_targets(doc["scoped"]))
     if doc.get("prefix_stability"):
         checks.extend(prefix_targets(doc["prefix_stability"]))
     for entry in sizes.values():
         if entry.get("import"):
-            checks.append(_check(f"import units/s with embeddings ({entry['import']['units']} units)",
+            checks.append(check(f"import units/s with embeddings ({entry['import']['units']} units)",
                                  entry["import"]["units_per_s"], ">=", IMPORT_UNITS_PER_S_MIN, "/s"))
-            checks.append(_check(f"import rate / raw model encode rate ({entry['import']['units']} units)",
+            checks.append(check(f"import rate / raw model encode rate ({entry['import']['units']} units)",
                                  entry["import"]["ratio_to_raw_encode"], ">=", IMPORT_RAW_RATIO_MIN, "x"))
     return checks
-
-
-def _check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
-    met = value <= limit if op == "<=" else value >= limit
-    return {"target": name, "value": value, "limit": f"{op} {limit} {unit}", "met": bool(met)}
 
 
 def run(options: BenchOptions, say: Callable[[str], None] = print) -> dict:
@@ -339,7 +334,7 @@ def run(options: BenchOptions, say: Callable[[str], None] = print) -> dict:
             say(describe_prefix(prefix))
     doc["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["targets"] = targets(doc)
-    for check in doc["targets"]:
-        say(f"target {'MET   ' if check['met'] else 'MISSED'} {check['target']}: "
-            f"{check['value']} (limit {check['limit']})")
+    for target in doc["targets"]:
+        say(f"target {'MET   ' if target['met'] else 'MISSED'} {target['target']}: "
+            f"{target['value']} (limit {target['limit']})")
     return doc

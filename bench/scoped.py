@@ -26,7 +26,7 @@ from selection.engine.types import EngineConfig, SelectionRequest
 
 from .generator import BenchTask, generate
 from .selection_latency import engine_requests
-from .stats import summary
+from .stats import check, summary
 
 PROJECTS = 100
 RECALL_TOLERANCE = 0.0  # the store's recall equals the project's alone
@@ -111,11 +111,6 @@ def targets(scoped: dict) -> list[dict]:
               SAME_BUNDLE_MIN, ""),
         check(f"C6 p95 {at} / alone", scoped["p95_ratio"], "<=", P95_RATIO_MAX, "x"),
     ]
-
-
-def check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
-    met = value <= limit if op == "<=" else value >= limit
-    return {"target": name, "value": value, "limit": f"{op} {limit} {unit}", "met": bool(met)}
 
 
 def describe(scoped: dict) -> str:

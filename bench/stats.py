@@ -36,3 +36,9 @@ def machine() -> dict:
 
 def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
+    """A bench target as the JSON and the printed lines carry it: met when `value` `op` `limit`."""
+    met = value <= limit if op == "<=" else value >= limit
+    return {"target": name, "value": value, "limit": f"{op} {limit} {unit}", "met": bool(met)}
