@@ -1,5 +1,5 @@
 """Prefix stability between consecutive selections of one task sequence (issue 15 item 7). No
-database.
+database: `python -m bench.prefix_stability [SEQUENCES [STEPS [UNITS]]]` runs it alone.
 
 A task sequence is one piece of work selected again at every step as it proceeds, as an agent's
 turns would: the same project, frame, work type, objective and objective vector, standpoint and
@@ -21,10 +21,11 @@ from the seed (one numpy Generator seeded with [seed, 15], consumed in a fixed o
 
 Every step is selected at C6 under each bundle order (`ProjectFrame.bundle_order`, `rank` and
 `stable`), with the same requests; order never changes which units are admitted (`same_admitted`).
-The figures per order: the mean prefix share of consecutive bundles (`selection.evaluation`'s
-`prefix_stability`: common prefix characters / the later bundle's length), the share of consecutive
-pairs whose routed prefix (the leading items that carry a routed unit) is non-empty and
-byte-identical, and the mean shared prefix in characters, estimated tokens and whole items.
+The figures per order: the mean prefix share of consecutive bundles (`prefix_stability` of
+`selection.engine.metrics`, which `evaluate` reports too: common prefix characters / the later
+bundle's length), the share of consecutive pairs whose routed prefix (the leading items that
+carry a routed unit) is non-empty and byte-identical, and the mean shared prefix in characters,
+estimated tokens and whole items.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataclasses import replace
 import numpy as np
 
 from selection.engine.index import CorpusIndex
+from selection.engine.metrics import prefix_share, prefix_stability
 from selection.engine.pipeline import select
 from selection.engine.types import (
     ORDER_RULES,
@@ -44,7 +46,6 @@ from selection.engine.types import (
     WorkFrame,
     estimate_tokens,
 )
-from selection.evaluation import prefix_share, prefix_stability
 
 from .generator import SyntheticCorpus, generate, unit_directions, written_from
 from .stats import check
@@ -237,3 +238,17 @@ def describe(prefix: dict) -> str:
         f"{prefix['root_units']} root constraints: {orders}; same units admitted under every order "
         f"{prefix['same_admitted']}"
     )
+
+
+if __name__ == "__main__":  # python -m bench.prefix_stability [SEQUENCES [STEPS [UNITS]]]
+    import json
+    import sys
+
+    args = [int(a) for a in sys.argv[1:4]]
+    count, steps, units = (args + [16, 8, 10_000][len(args):])[:3]
+    result = time_prefix(units, 7, count, steps)
+    print(describe(result))
+    for item in targets(result):
+        print(f"target {'MET   ' if item['met'] else 'MISSED'} {item['target']}: {item['value']} "
+              f"(limit {item['limit']})")
+    print(json.dumps(result))

@@ -20,7 +20,7 @@ from authority.selectors import current_frame_version
 from selection.engine.attribution import LOSS_STAGES, FailureCode
 from selection.engine.builders import BUILDERS, establishment_of
 from selection.engine.conditions import CONDITIONS, LADDER, get_condition
-from selection.engine.metrics import METRICS, overlap
+from selection.engine.metrics import METRICS, overlap, prefix_stability
 from selection.engine.pipeline import ENGINE_VERSION
 
 from . import store
@@ -136,26 +136,6 @@ def stage_losses(losses_by_task: Mapping[str, Mapping[str, int]]) -> dict:
         "counts": counts,
         "shares": {stage: (n / must if must else 0.0) for stage, n in counts.items()},
     }
-
-
-def prefix_share(a: str, b: str) -> float:
-    """The share of bundle `b` that repeats the start of bundle `a` (characters of their common
-    prefix over len(b)): what a prompt cache can reuse when `b` follows `a`."""
-    if not b:
-        return 1.0
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n / len(b)
-
-
-def prefix_stability(sequences: Mapping[str, Sequence[str]]) -> float:
-    """Mean prefix_share over consecutive bundles of each sequence (one project's tasks in order);
-    1.0 when there is no consecutive pair."""
-    shares = [prefix_share(a, b) for seq in sequences.values() for a, b in zip(seq, seq[1:], strict=False)]
-    return math.fsum(shares) / len(shares) if shares else 1.0
 
 
 def ecode_counts(ecodes_by_task: Mapping[str, Mapping[str, str]]) -> dict[str, int]:

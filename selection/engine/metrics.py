@@ -4,7 +4,8 @@ unlabelled is DISTRACTOR.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from .types import ContextBundle
 
@@ -100,3 +101,23 @@ def score_bundle(
         "redundancy": redundancy(admitted, echo_of),
         "tokens": tokens(bundle),
     }
+
+
+def prefix_share(a: str, b: str) -> float:
+    """The share of bundle `b` that repeats the start of bundle `a` (characters of their common
+    prefix over len(b)): what a prompt cache can reuse when `b` follows `a`."""
+    if not b:
+        return 1.0
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n / len(b)
+
+
+def prefix_stability(sequences: Mapping[str, Sequence[str]]) -> float:
+    """Mean prefix_share over consecutive bundles of each sequence (evaluate: one project's tasks in
+    corpus order; bench: one piece of work's steps); 1.0 when there is no consecutive pair."""
+    shares = [prefix_share(a, b) for seq in sequences.values() for a, b in zip(seq, seq[1:], strict=False)]
+    return math.fsum(shares) / len(shares) if shares else 1.0

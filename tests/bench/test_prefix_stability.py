@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from bench.generator import generate
 from bench.prefix_stability import sequences, targets, time_prefix, with_roots
 from selection.engine.index import CorpusIndex
+from selection.engine.metrics import prefix_stability
 from selection.engine.pipeline import select
-from selection.evaluation import prefix_stability
 
 UNITS, SEED, COUNT, STEPS = 400, 3, 4, 4
 TIMES = ("generate_s", "select_s")

@@ -107,7 +107,7 @@ def test_hazard_table_compares_the_wrong_frame_with_the_right_one_and_with_no_fr
 
 
 def test_prefix_stability_is_the_shared_start_of_consecutive_bundles():
-    from selection.evaluation import prefix_share, prefix_stability
+    from selection.engine.metrics import prefix_share, prefix_stability
 
     assert prefix_share("root|a|b", "root|c") == 5 / 6
     assert prefix_share("x", "") == 1.0 and prefix_share("", "abc") == 0.0
