@@ -2,6 +2,9 @@
 
 Plain Python over engine records (no ORM): views hand in the trace, the ledger labels and the
 E-codes the selectors computed; the same rows feed the page, the htmx partial and the CSV export.
+Each row carries its signals as `SignalPart`s: the value beside how it entered the rank score
+(the engine's recorded contribution), so the page never shows a signal that decided nothing as
+if it had.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from selection.engine.reason_codes import Disposition
-from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace
+from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace, Effect
 
 SIGNAL_SHORT = {
     "query_relevance": "query",
@@ -49,7 +52,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("fused_rank", "fused", "rank after reciprocal rank fusion", True),
     Column("retrieval_rank", "retr.", "retrieval rank (the class-absent rule reads it)", True),
     *(Column(n, SIGNAL_SHORT[n], n.replace("_", " "), True) for n in SIGNAL_NAMES),
-    Column("contributions", "score parts", "how each signal entered the rank score (signals with no part omitted)"),
+    Column(
+        "contributions",
+        "score parts",
+        "what entered the rank score and by how much; they sum to the score (signals that changed nothing omitted)",
+    ),
     Column("eligibility", "eligibility", "every eligibility rule that ran"),
     Column("bucket", "bucket", "class-preference tier (0 = most preferred)", True),
     Column("rank_score", "score", "rank score inside the bucket", True),
@@ -66,12 +73,117 @@ _SPECIAL_HEAD, _SPECIAL_TAIL = 4, 3  # pos, unit, label, ecode ... reason, budge
 NOT_ADMITTED = "not-admitted"  # a disposition filter value: rejected, budget_omitted or folded
 
 
+# how a signal stands in one candidate's rank score (SignalPart.state)
+ENTERED = "entered"  # a non-zero part of the rank score
+NO_EFFECT = "no-effect"  # entered the formula but changed nothing here (x 1, + w x 0, a zero share)
+INFORMATIONAL = "informational"  # did not enter the rank score; the engine calls it informational
+ELSEWHERE = "elsewhere"  # did not enter the rank score; the note says where it acted, if anywhere
+NOT_RANKED = "not-ranked"  # the candidate left before ranking: no rank score, no parts
+NOT_RECORDED = "not-recorded"  # ranked, but the trace predates recorded contributions
+STATE_TAGS = {
+    NO_EFFECT: "no effect",
+    INFORMATIONAL: "informational",
+    ELSEWHERE: "not in score",
+    NOT_RECORDED: "not recorded",
+}
+
+
+def _signed(value: float) -> str:
+    if value == 0:
+        return "0"
+    return f"{value:+.3f}" if abs(value) >= 0.0005 else f"{value:+.1e}"
+
+
+@dataclass(frozen=True)
+class SignalPart:
+    """One signal of one candidate as the page shows it: its value, and whether and how it
+    entered the rank score (the engine's Contribution for it; None when none is recorded)."""
+
+    signal: str
+    value: float
+    state: str
+    contribution: float | None = None
+    effect: str = ""
+    note: str = ""
+
+    @property
+    def entered(self) -> bool:
+        return self.state == ENTERED
+
+    @property
+    def value_text(self) -> str:
+        return f"{self.value:.3f}"
+
+    @property
+    def contribution_text(self) -> str:
+        """The part as text, e.g. "+0.310", for a signal that entered the score; else "" (see tag)."""
+        if self.state == ENTERED and self.contribution is not None:
+            return _signed(self.contribution)
+        return ""
+
+    @property
+    def tag(self) -> str:
+        return STATE_TAGS.get(self.state, "")
+
+    @property
+    def explanation(self) -> str:
+        """The sentence the page puts in the cell's title: the effect and the engine's note."""
+        name = self.signal.replace("_", " ")
+        if self.state == ENTERED:
+            return f"{name} entered the rank score ({self.effect}{': ' + self.note if self.note else ''})"
+        if self.state == NO_EFFECT:
+            how = f"{self.effect}{': ' + self.note if self.note else ''}"
+            return f"{name} entered the rank score ({how}) but changed nothing for this candidate"
+        if self.state in (INFORMATIONAL, ELSEWHERE):
+            return f"{name} did not enter the rank score{': ' + self.note if self.note else ''}"
+        if self.state == NOT_RECORDED:
+            return f"{name}: contribution not recorded (the trace predates recorded contributions)"
+        return f"{name}: not ranked, so no rank score"
+
+
+def signal_parts(record: CandidateRecord) -> dict[str, SignalPart]:
+    """Each of the ten signals of a candidate with its recorded part in the rank score."""
+    recorded = {p.signal: p for p in record.contributions}
+    parts = {}
+    for name in SIGNAL_NAMES:
+        value = getattr(record.signals, name)
+        part = recorded.get(name)
+        if part is None:
+            state = NOT_RANKED if record.rank is None else NOT_RECORDED
+            if record.contributions:  # recorded for the candidate, none for this signal
+                state = ELSEWHERE
+            parts[name] = SignalPart(name, value, state)
+            continue
+        if part.effect == Effect.NONE:
+            state = INFORMATIONAL if part.note.startswith("informational") else ELSEWHERE
+        else:
+            state = ENTERED if part.value != 0 else NO_EFFECT
+        parts[name] = SignalPart(name, value, state, part.value, part.effect, part.note)
+    return parts
+
+
+def contributions_recorded(trace: ContextTrace) -> bool:
+    """Whether the trace records contributions: a trace written before they existed has none on
+    any candidate (one whose candidates all left before ranking has nothing to record either)."""
+    return any(c.contributions for c in trace.candidates) or all(c.rank is None for c in trace.candidates)
+
+
+def idle_signals(rows: Sequence[CandidateRow]) -> list[str]:
+    """The signals that entered no candidate's rank score in this trace (all rows, unfiltered);
+    empty when the trace records no contributions."""
+    ranked = [r for r in rows if r.record.contributions]
+    if not ranked:
+        return []
+    return [n for n in SIGNAL_NAMES if not any(r.parts[n].entered for r in ranked)]
+
+
 @dataclass(frozen=True)
 class CandidateRow:
     record: CandidateRecord
     label: str  # "" without a ledger
     ecode: str
     values: dict  # column key -> sortable value (None sorts last)
+    parts: dict  # signal name -> SignalPart
 
     @property
     def admitted(self) -> bool:
@@ -101,11 +213,14 @@ def _display(value) -> str:
 
 def _contributions(record: CandidateRecord) -> str:
     """The signals that entered the rank score and by how much, e.g. "query +0.61 objective +0.29
-    temporal -0.68"; a signal with effect none decided nothing and is left out."""
+    temporal -0.68"; a signal with effect none, or a part of zero, decided nothing and is left out. A ranked candidate
+    of a trace that predates contributions reads "not recorded"; an unranked one has none ("")."""
+    if not record.contributions and record.rank is not None:
+        return "not recorded"
     parts = [
         f"{SIGNAL_SHORT.get(p.signal, p.signal)} {p.value:+.3f}"
         for p in record.contributions
-        if p.effect != "none"
+        if p.effect != Effect.NONE and p.value != 0
     ]
     return " ".join(parts)
 
@@ -145,7 +260,7 @@ def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mappi
             "budget": c.budget.remaining,
             "disposition": c.disposition,
         }
-        rows.append(CandidateRow(c, label, values["ecode"], values))
+        rows.append(CandidateRow(c, label, values["ecode"], values, signal_parts(c)))
     return rows
 
 

@@ -1,18 +1,32 @@
 """How the trace page lays out the candidate table: what a reader needs first, the rest on demand.
 
 The unit, its disposition and its reason code lead (and stay in view while the table scrolls);
-the decision's context follows; retrieval ranks, signals and eligibility rules (twenty-odd
-columns) are shown only when the reader asks for them. The CSV export keeps every column.
+the decision's context follows, with the parts of the rank score; retrieval ranks, signals (each
+with its part in the rank score, or why it has none) and eligibility rules (twenty-odd columns)
+are shown only when the reader asks for them. The CSV export keeps every column.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .explain import COLUMNS, CandidateRow, Column
+from .explain import COLUMNS, CandidateRow, Column, SignalPart
 
 LEAD = ("unit", "disposition", "reason")
-CONTEXT = ("label", "ecode", "stage", "cls", "project", "rank", "bucket", "rank_score", "tokens", "budget", "pos")
+CONTEXT = (
+    "label",
+    "ecode",
+    "stage",
+    "cls",
+    "project",
+    "rank",
+    "bucket",
+    "rank_score",
+    "contributions",
+    "tokens",
+    "budget",
+    "pos",
+)
 _BY_KEY = {c.key: c for c in COLUMNS}
 DETAIL = tuple(c.key for c in COLUMNS if c.key not in LEAD and c.key not in CONTEXT)
 
@@ -46,7 +60,7 @@ def _text(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def display_cells(row: CandidateRow, columns: list[DisplayColumn]) -> list[tuple[str, str]]:
-    """(column key, text) in display order; the template gives unit, disposition, reason,
-    label and E their own markup."""
-    return [(c.column.key, _text(row.values[c.column.key])) for c in columns]
+def display_cells(row: CandidateRow, columns: list[DisplayColumn]) -> list[tuple[str, str, SignalPart | None]]:
+    """(column key, text, signal part) in display order; the template gives unit, disposition,
+    reason, label, E and each signal (value beside its part in the rank score) their own markup."""
+    return [(c.column.key, _text(row.values[c.column.key]), row.parts.get(c.column.key)) for c in columns]
