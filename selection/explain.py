@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from selection.engine.reason_codes import Disposition
+from selection.engine.reason_codes import Disposition, Stage
 from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace, Effect
 
 SIGNAL_SHORT = {
@@ -78,14 +78,13 @@ ENTERED = "entered"  # a non-zero part of the rank score
 NO_EFFECT = "no-effect"  # entered the formula but changed nothing here (x 1, + w x 0, a zero share)
 INFORMATIONAL = "informational"  # did not enter the rank score; the engine calls it informational
 ELSEWHERE = "elsewhere"  # did not enter the rank score; the note says where it acted, if anywhere
-NOT_RANKED = "not-ranked"  # the candidate left before ranking: no rank score, no parts
-NOT_RECORDED = "not-recorded"  # ranked, but the trace predates recorded contributions
+NOT_RANKED = "not-ranked"  # no rank score decided it: rejected before ranking, or routed in
+NOT_RECORDED = "not-recorded"  # the trace predates recorded contributions
 STATE_TAGS = {
     NO_EFFECT: "no effect",
     INFORMATIONAL: "informational",
     ELSEWHERE: "not in score",
-    NOT_RECORDED: "not recorded",
-}
+}  # not recorded: the page says so once, above the table, and in the score parts
 
 
 def _signed(value: float) -> str:
@@ -138,20 +137,25 @@ class SignalPart:
             return f"{name} did not enter the rank score{': ' + self.note if self.note else ''}"
         if self.state == NOT_RECORDED:
             return f"{name}: contribution not recorded (the trace predates recorded contributions)"
-        return f"{name}: not ranked, so no rank score"
+        return f"{name}: no rank score decided this candidate"
 
 
-def signal_parts(record: CandidateRecord) -> dict[str, SignalPart]:
-    """Each of the ten signals of a candidate with its recorded part in the rank score."""
-    recorded = {p.signal: p for p in record.contributions}
+def signal_parts(record: CandidateRecord, *, recorded: bool = True) -> dict[str, SignalPart]:
+    """Each of the ten signals of a candidate with its recorded part in the rank score. In a trace
+    that records contributions (`recorded`), a candidate without any had no rank score decide it
+    (rejected before ranking, or a routed unit); otherwise a ranked one's parts are not recorded."""
+    own = {p.signal: p for p in record.contributions}
     parts = {}
     for name in SIGNAL_NAMES:
         value = getattr(record.signals, name)
-        part = recorded.get(name)
+        part = own.get(name)
         if part is None:
-            state = NOT_RANKED if record.rank is None else NOT_RECORDED
             if record.contributions:  # recorded for the candidate, none for this signal
                 state = ELSEWHERE
+            elif recorded or record.rank is None:
+                state = NOT_RANKED
+            else:
+                state = NOT_RECORDED
             parts[name] = SignalPart(name, value, state)
             continue
         if part.effect == Effect.NONE:
@@ -164,8 +168,11 @@ def signal_parts(record: CandidateRecord) -> dict[str, SignalPart]:
 
 def contributions_recorded(trace: ContextTrace) -> bool:
     """Whether the trace records contributions: a trace written before they existed has none on
-    any candidate (one whose candidates all left before ranking has nothing to record either)."""
-    return any(c.contributions for c in trace.candidates) or all(c.rank is None for c in trace.candidates)
+    any candidate (one where no rank score decided any candidate, all rejected before ranking or
+    routed in, has nothing to record either)."""
+    return any(c.contributions for c in trace.candidates) or not any(
+        c.rank is not None and c.stage != Stage.ROUTING for c in trace.candidates
+    )
 
 
 def idle_signals(rows: Sequence[CandidateRow]) -> list[str]:
@@ -211,11 +218,12 @@ def _display(value) -> str:
     return str(value)
 
 
-def _contributions(record: CandidateRecord) -> str:
+def _contributions(record: CandidateRecord, *, recorded: bool = True) -> str:
     """The signals that entered the rank score and by how much, e.g. "query +0.61 objective +0.29
-    temporal -0.68"; a signal with effect none, or a part of zero, decided nothing and is left out. A ranked candidate
-    of a trace that predates contributions reads "not recorded"; an unranked one has none ("")."""
-    if not record.contributions and record.rank is not None:
+    temporal -0.68"; a signal with effect none, or a part of zero, decided nothing and is left
+    out. A ranked candidate of a trace that predates contributions reads "not recorded"; one no
+    rank score decided has none ("")."""
+    if not recorded and record.rank is not None:
         return "not recorded"
     parts = [
         f"{SIGNAL_SHORT.get(p.signal, p.signal)} {p.value:+.3f}"
@@ -231,6 +239,7 @@ def _eligibility(record: CandidateRecord) -> str:
 
 def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mapping[str, str]) -> list[CandidateRow]:
     rows = []
+    recorded = contributions_recorded(trace)
     for pos, c in enumerate(trace.candidates, start=1):
         r, s = c.retrieval, c.signals
         label = labels.get(c.unit_id, "DISTRACTOR" if labels else "")
@@ -249,7 +258,7 @@ def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mappi
             "fused_rank": r.fused_rank,
             "retrieval_rank": r.retrieval_rank,
             **{n: getattr(s, n) for n in SIGNAL_NAMES},
-            "contributions": _contributions(c),
+            "contributions": _contributions(c, recorded=recorded),
             "eligibility": _eligibility(c),
             "bucket": c.bucket,
             "rank_score": c.rank_score,
@@ -260,7 +269,7 @@ def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mappi
             "budget": c.budget.remaining,
             "disposition": c.disposition,
         }
-        rows.append(CandidateRow(c, label, values["ecode"], values, signal_parts(c)))
+        rows.append(CandidateRow(c, label, values["ecode"], values, signal_parts(c, recorded=recorded)))
     return rows
 
 

@@ -283,7 +283,7 @@ def trace_detail(request, pk: int):
         work_fields=work_fields,
         work_classes=engine_trace.project_frame.classes_for(work.work_type),
         chart=_chart_data(rows),
-        idle_signals=[SIGNAL_SHORT[n] for n in idle_signals(rows)],
+        idle_signals=_in_words([SIGNAL_SHORT[n] for n in idle_signals(rows)]),
         near_misses=[(n, explained.ledger.get(n.unit_id, "")) for n in explained.near_misses],
         stage_counts=_stage_counts(engine_trace),
         funnel=explained.funnel,
@@ -291,6 +291,11 @@ def trace_detail(request, pk: int):
         comparable=origins.comparable_traces(trace),
     )
     return render(request, "selection/trace_detail.html", context)
+
+
+def _in_words(names: list[str]) -> str:
+    """ "a, b and c" ("" for none)."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def _chart_data(rows) -> dict:

@@ -173,7 +173,9 @@ def test_a_trace_recorded_before_contributions_still_renders_and_says_they_are_n
         assert 'id="contributions-missing"' in html and "is not recorded" in html
         assert _score_parts(html, "n1") == "not recorded"
     cls, text = _cell(html, "n1", "query_relevance")
-    assert "sig-not-recorded" in cls and "not recorded" in text and "→" not in text
+    n1 = next(c for c in result.trace.candidates if c.unit_id == "n1")
+    assert "sig-not-recorded" in cls and text == f"{n1.signals.query_relevance:.3f}"  # the value, no part
+    assert 'data-signal="query_relevance" title="query relevance: contribution not recorded' in html
     assert 'id="idle-signals"' not in html  # no claim about what decided without the record
     # the same trace recorded with contributions shows no such warning
     recorded = auditor_client.get(reverse("trace-detail", args=[new.pk])).content.decode()
