@@ -180,3 +180,23 @@ def test_a_trace_recorded_before_contributions_still_renders_and_says_they_are_n
     # the same trace recorded with contributions shows no such warning
     recorded = auditor_client.get(reverse("trace-detail", args=[new.pk])).content.decode()
     assert 'id="contributions-missing"' not in recorded
+
+
+def test_a_routed_unit_reads_as_decided_by_no_rank_score_not_as_unrecorded(lab):
+    from dataclasses import replace
+
+    from selection.engine.reason_codes import Stage
+    from selection.explain import NOT_RANKED, NOT_RECORDED, candidate_rows
+    from selection.store import trace_result
+
+    engine_trace = trace_result(lab.select(budget=160).trace).trace
+    # a unit the routing envelope admitted: ranked first, with no rank score behind it
+    routed = replace(engine_trace.candidates[0], stage=Stage.ROUTING, rank=1, contributions=())
+    rows = candidate_rows(replace(engine_trace, candidates=(routed, *engine_trace.candidates[1:])), {}, {})
+    assert {p.state for p in rows[0].parts.values()} == {NOT_RANKED} and rows[0].values["contributions"] == ""
+    # the same unit in a trace recorded before contributions: nothing is known, so nothing is claimed
+    old = tuple(replace(c, contributions=()) for c in (routed, *engine_trace.candidates[1:]))
+    rows = candidate_rows(replace(engine_trace, candidates=old), {}, {})
+    ranked = [r for r in rows if r.record.rank is not None]
+    assert ranked and all(p.state == NOT_RECORDED for r in ranked for p in r.parts.values())
+    assert all(r.values["contributions"] == "not recorded" for r in ranked)
