@@ -126,18 +126,17 @@ class SignalPart:
 
     @property
     def explanation(self) -> str:
-        """The sentence the page puts in the cell's title: the effect and the engine's note."""
-        name = self.signal.replace("_", " ")
+        """The cell's title (the column names the signal): the effect and the engine's note."""
+        how = f"{self.effect}: {self.note}" if self.note else self.effect
         if self.state == ENTERED:
-            return f"{name} entered the rank score ({self.effect}{': ' + self.note if self.note else ''})"
+            return how
         if self.state == NO_EFFECT:
-            how = f"{self.effect}{': ' + self.note if self.note else ''}"
-            return f"{name} entered the rank score ({how}) but changed nothing for this candidate"
+            return f"{how}; changed nothing here"
         if self.state in (INFORMATIONAL, ELSEWHERE):
-            return f"{name} did not enter the rank score{': ' + self.note if self.note else ''}"
+            return f"not in the rank score: {self.note}" if self.note else "not in the rank score"
         if self.state == NOT_RECORDED:
-            return f"{name}: contribution not recorded (the trace predates recorded contributions)"
-        return f"{name}: no rank score decided this candidate"
+            return "contribution not recorded (the trace predates them)"
+        return "no rank score decided this candidate"
 
 
 def signal_parts(record: CandidateRecord, *, recorded: bool = True) -> dict[str, SignalPart]:

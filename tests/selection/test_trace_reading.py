@@ -147,7 +147,7 @@ def test_goal_relevance_reads_as_informational_and_never_as_a_part_of_the_score(
             assert "sig-no-effect" in cls and "→" not in text and "temporal" not in _score_parts(html, c.unit_id)
     # the engine's note is the cell's title, and the chart's caption names the idle signals
     row = html[html.index('<tr id="c-n1"') :]
-    note = "goal relevance did not enter the rank score: informational: the class bucket"
+    note = "not in the rank score: informational: the class bucket"
     assert f'data-signal="goal_relevance" title="{note}' in row
     assert re.search(r'id="idle-signals">In this trace goal[^<]*entered no candidate', html)
 
@@ -175,7 +175,7 @@ def test_a_trace_recorded_before_contributions_still_renders_and_says_they_are_n
     cls, text = _cell(html, "n1", "query_relevance")
     n1 = next(c for c in result.trace.candidates if c.unit_id == "n1")
     assert "sig-not-recorded" in cls and text == f"{n1.signals.query_relevance:.3f}"  # the value, no part
-    assert 'data-signal="query_relevance" title="query relevance: contribution not recorded' in html
+    assert 'data-signal="query_relevance" title="contribution not recorded' in html
     assert 'id="idle-signals"' not in html  # no claim about what decided without the record
     # the same trace recorded with contributions shows no such warning
     recorded = auditor_client.get(reverse("trace-detail", args=[new.pk])).content.decode()
