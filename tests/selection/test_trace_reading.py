@@ -149,7 +149,7 @@ def test_goal_relevance_reads_as_informational_and_never_as_a_part_of_the_score(
     row = html[html.index('<tr id="c-n1"') :]
     note = "not in the rank score: informational: the class bucket"
     assert f'data-signal="goal_relevance" title="{note}' in row
-    assert re.search(r'id="idle-signals">In this trace goal[^<]*entered no candidate', html)
+    assert re.search(r'id="idle-signals">In this trace, goal[^<]*entered no candidate', html)
 
 
 def test_a_trace_recorded_before_contributions_still_renders_and_says_they_are_not_recorded(lab, auditor_client):
