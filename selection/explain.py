@@ -2,6 +2,9 @@
 
 Plain Python over engine records (no ORM): views hand in the trace, the ledger labels and the
 E-codes the selectors computed; the same rows feed the page, the htmx partial and the CSV export.
+Each row carries its signals as `SignalPart`s: the value beside how it entered the rank score
+(the engine's recorded contribution), so the page never shows a signal that decided nothing as
+if it had.
 """
 
 from __future__ import annotations
@@ -9,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from selection.engine.reason_codes import Disposition
-from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace
+from selection.engine.reason_codes import Disposition, Stage
+from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace, Effect
 
 SIGNAL_SHORT = {
     "query_relevance": "query",
@@ -49,7 +52,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("fused_rank", "fused", "rank after reciprocal rank fusion", True),
     Column("retrieval_rank", "retr.", "retrieval rank (the class-absent rule reads it)", True),
     *(Column(n, SIGNAL_SHORT[n], n.replace("_", " "), True) for n in SIGNAL_NAMES),
-    Column("contributions", "score parts", "how each signal entered the rank score (signals with no part omitted)"),
+    Column(
+        "contributions",
+        "score parts",
+        "what entered the rank score and by how much; they sum to the score (signals that changed nothing omitted)",
+    ),
     Column("eligibility", "eligibility", "every eligibility rule that ran"),
     Column("bucket", "bucket", "class-preference tier (0 = most preferred)", True),
     Column("rank_score", "score", "rank score inside the bucket", True),
@@ -66,12 +73,123 @@ _SPECIAL_HEAD, _SPECIAL_TAIL = 4, 3  # pos, unit, label, ecode ... reason, budge
 NOT_ADMITTED = "not-admitted"  # a disposition filter value: rejected, budget_omitted or folded
 
 
+# how a signal stands in one candidate's rank score (SignalPart.state)
+ENTERED = "entered"  # a non-zero part of the rank score
+NO_EFFECT = "no-effect"  # entered the formula but changed nothing here (x 1, + w x 0, a zero share)
+INFORMATIONAL = "informational"  # did not enter the rank score; the engine calls it informational
+ELSEWHERE = "elsewhere"  # did not enter the rank score; the note says where it acted, if anywhere
+NOT_RANKED = "not-ranked"  # no rank score decided it: rejected before ranking, or routed in
+NOT_RECORDED = "not-recorded"  # the trace predates recorded contributions
+STATE_TAGS = {
+    NO_EFFECT: "no effect",
+    INFORMATIONAL: "informational",
+    ELSEWHERE: "not in score",
+}  # not recorded: the page says so once, above the table, and in the score parts
+
+
+def _signed(value: float) -> str:
+    if value == 0:
+        return "0"
+    return f"{value:+.3f}" if abs(value) >= 0.0005 else f"{value:+.1e}"
+
+
+@dataclass(frozen=True)
+class SignalPart:
+    """One signal of one candidate as the page shows it: its value, and whether and how it
+    entered the rank score (the engine's Contribution for it; None when none is recorded)."""
+
+    signal: str
+    value: float
+    state: str
+    contribution: float | None = None
+    effect: str = ""
+    note: str = ""
+
+    @property
+    def entered(self) -> bool:
+        return self.state == ENTERED
+
+    @property
+    def value_text(self) -> str:
+        return f"{self.value:.3f}"
+
+    @property
+    def contribution_text(self) -> str:
+        """The part as text, e.g. "+0.310", for a signal that entered the score; else "" (see tag)."""
+        if self.state == ENTERED and self.contribution is not None:
+            return _signed(self.contribution)
+        return ""
+
+    @property
+    def tag(self) -> str:
+        return STATE_TAGS.get(self.state, "")
+
+    @property
+    def explanation(self) -> str:
+        """The cell's title (the column names the signal): the effect and the engine's note."""
+        how = f"{self.effect}: {self.note}" if self.note else self.effect
+        if self.state == ENTERED:
+            return how
+        if self.state == NO_EFFECT:
+            return f"{how}; changed nothing here"
+        if self.state in (INFORMATIONAL, ELSEWHERE):
+            return f"not in the rank score: {self.note}" if self.note else "not in the rank score"
+        if self.state == NOT_RECORDED:
+            return "contribution not recorded (the trace predates them)"
+        return "no rank score decided this candidate"
+
+
+def signal_parts(record: CandidateRecord, *, recorded: bool = True) -> dict[str, SignalPart]:
+    """Each of the ten signals of a candidate with its recorded part in the rank score. In a trace
+    that records contributions (`recorded`), a candidate without any had no rank score decide it
+    (rejected before ranking, or a routed unit); otherwise a ranked one's parts are not recorded."""
+    own = {p.signal: p for p in record.contributions}
+    parts = {}
+    for name in SIGNAL_NAMES:
+        value = getattr(record.signals, name)
+        part = own.get(name)
+        if part is None:
+            if record.contributions:  # recorded for the candidate, none for this signal
+                state = ELSEWHERE
+            elif recorded or record.rank is None:
+                state = NOT_RANKED
+            else:
+                state = NOT_RECORDED
+            parts[name] = SignalPart(name, value, state)
+            continue
+        if part.effect == Effect.NONE:
+            state = INFORMATIONAL if part.note.startswith("informational") else ELSEWHERE
+        else:
+            state = ENTERED if part.value != 0 else NO_EFFECT
+        parts[name] = SignalPart(name, value, state, part.value, part.effect, part.note)
+    return parts
+
+
+def contributions_recorded(trace: ContextTrace) -> bool:
+    """Whether the trace records contributions: a trace written before they existed has none on
+    any candidate (one where no rank score decided any candidate, all rejected before ranking or
+    routed in, has nothing to record either)."""
+    return any(c.contributions for c in trace.candidates) or not any(
+        c.rank is not None and c.stage != Stage.ROUTING for c in trace.candidates
+    )
+
+
+def idle_signals(rows: Sequence[CandidateRow]) -> list[str]:
+    """The signals that entered no candidate's rank score in this trace (all rows, unfiltered);
+    empty when the trace records no contributions."""
+    ranked = [r for r in rows if r.record.contributions]
+    if not ranked:
+        return []
+    return [n for n in SIGNAL_NAMES if not any(r.parts[n].entered for r in ranked)]
+
+
 @dataclass(frozen=True)
 class CandidateRow:
     record: CandidateRecord
     label: str  # "" without a ledger
     ecode: str
     values: dict  # column key -> sortable value (None sorts last)
+    parts: dict  # signal name -> SignalPart
 
     @property
     def admitted(self) -> bool:
@@ -99,13 +217,17 @@ def _display(value) -> str:
     return str(value)
 
 
-def _contributions(record: CandidateRecord) -> str:
+def _contributions(record: CandidateRecord, *, recorded: bool = True) -> str:
     """The signals that entered the rank score and by how much, e.g. "query +0.61 objective +0.29
-    temporal -0.68"; a signal with effect none decided nothing and is left out."""
+    temporal -0.68"; a signal with effect none, or a part of zero, decided nothing and is left
+    out. A ranked candidate of a trace that predates contributions reads "not recorded"; one no
+    rank score decided has none ("")."""
+    if not recorded and record.rank is not None:
+        return "not recorded"
     parts = [
         f"{SIGNAL_SHORT.get(p.signal, p.signal)} {p.value:+.3f}"
         for p in record.contributions
-        if p.effect != "none"
+        if p.effect != Effect.NONE and p.value != 0
     ]
     return " ".join(parts)
 
@@ -116,6 +238,7 @@ def _eligibility(record: CandidateRecord) -> str:
 
 def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mapping[str, str]) -> list[CandidateRow]:
     rows = []
+    recorded = contributions_recorded(trace)
     for pos, c in enumerate(trace.candidates, start=1):
         r, s = c.retrieval, c.signals
         label = labels.get(c.unit_id, "DISTRACTOR" if labels else "")
@@ -134,7 +257,7 @@ def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mappi
             "fused_rank": r.fused_rank,
             "retrieval_rank": r.retrieval_rank,
             **{n: getattr(s, n) for n in SIGNAL_NAMES},
-            "contributions": _contributions(c),
+            "contributions": _contributions(c, recorded=recorded),
             "eligibility": _eligibility(c),
             "bucket": c.bucket,
             "rank_score": c.rank_score,
@@ -145,7 +268,7 @@ def candidate_rows(trace: ContextTrace, labels: Mapping[str, str], ecodes: Mappi
             "budget": c.budget.remaining,
             "disposition": c.disposition,
         }
-        rows.append(CandidateRow(c, label, values["ecode"], values))
+        rows.append(CandidateRow(c, label, values["ecode"], values, signal_parts(c, recorded=recorded)))
     return rows
 
 

@@ -30,7 +30,17 @@ from selection.engine.types import SIGNAL_NAMES
 
 from . import origins, selectors, services, trace_table
 from .csv_cells import csv_row
-from .explain import COLUMNS, NOT_ADMITTED, TableQuery, candidate_rows, facet_values, filter_and_sort
+from .explain import (
+    COLUMNS,
+    NOT_ADMITTED,
+    SIGNAL_SHORT,
+    TableQuery,
+    candidate_rows,
+    contributions_recorded,
+    facet_values,
+    filter_and_sort,
+    idle_signals,
+)
 
 TRACE_PAGE_SIZE = 50
 REPLAY_SOURCE = "replay"
@@ -223,6 +233,7 @@ def _table_context(trace, explained, table: TableQuery, *, details: bool = False
             for c in columns
         ],
         "has_ledger": bool(explained.ledger),
+        "contributions_recorded": contributions_recorded(explained.result.trace),
         "base_query": _urlencode(table.params()),
         "details_query": _urlencode(table.params() + ([] if details else [("details", "1")])),
     }, rows
@@ -272,6 +283,7 @@ def trace_detail(request, pk: int):
         work_fields=work_fields,
         work_classes=engine_trace.project_frame.classes_for(work.work_type),
         chart=_chart_data(rows),
+        idle_signals=_in_words([SIGNAL_SHORT[n] for n in idle_signals(rows)]),
         near_misses=[(n, explained.ledger.get(n.unit_id, "")) for n in explained.near_misses],
         stage_counts=_stage_counts(engine_trace),
         funnel=explained.funnel,
@@ -279,6 +291,11 @@ def trace_detail(request, pk: int):
         comparable=origins.comparable_traces(trace),
     )
     return render(request, "selection/trace_detail.html", context)
+
+
+def _in_words(names: list[str]) -> str:
+    """ "a, b and c" ("" for none)."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def _chart_data(rows) -> dict:

@@ -100,8 +100,16 @@ def test_trace_journey(browser, live_server, client, tmp_path, django_user_model
     assert "matches" in verdict.text
     assert "matches" in browser.find_element(By.CSS_SELECTOR, '[data-check="stored"]').text
 
-    # 3. filter to the MUST units it did not admit (htmx, no reload)
+    # 3. show the signal columns (htmx): a value beside its part of the rank score, and goal
+    # relevance (which decides nothing) muted and tagged informational; then filter to the MUST
+    # units it did not admit (htmx, no reload)
     marker = browser.find_element(By.ID, "trace-header")
+    browser.find_element(By.ID, "toggle-details").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#candidate-table td[data-signal="goal_relevance"]'))
+    goal = browser.find_elements(By.CSS_SELECTOR, 'td.sig-informational[data-signal="goal_relevance"]')
+    entered = browser.find_elements(By.CSS_SELECTOR, "#candidate-table td.sig-entered")
+    assert goal and all(g.text.endswith("informational") and "→" not in g.text for g in goal)
+    assert entered and all("→" in e.text for e in entered)
     Select(browser.find_element(By.ID, "f-label")).select_by_value("MUST")
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#candidate-table tbody tr[data-unit]")) < len(all_rows))
     Select(browser.find_element(By.ID, "f-disposition")).select_by_value("not-admitted")
