@@ -48,7 +48,7 @@ from selection.engine.types import (
 )
 
 from .generator import SyntheticCorpus, generate, unit_directions, written_from
-from .stats import check
+from .stats import check, part_main
 
 CONDITION = "C6"
 ROOTS = 3  # root constraints a project: its oldest current units
@@ -241,14 +241,4 @@ def describe(prefix: dict) -> str:
 
 
 if __name__ == "__main__":  # python -m bench.prefix_stability [SEQUENCES [STEPS [UNITS]]]
-    import json
-    import sys
-
-    args = [int(a) for a in sys.argv[1:4]]
-    count, steps, units = (args + [16, 8, 10_000][len(args):])[:3]
-    result = time_prefix(units, 7, count, steps)
-    print(describe(result))
-    for item in targets(result):
-        print(f"target {'MET   ' if item['met'] else 'MISSED'} {item['target']}: {item['value']} "
-              f"(limit {item['limit']})")
-    print(json.dumps(result))
+    part_main(lambda count, steps, units: time_prefix(units, 7, count, steps), [16, 8, 10_000], describe, targets)

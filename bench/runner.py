@@ -50,7 +50,7 @@ from .scoped import describe as describe_scoped
 from .scoped import targets as scoped_targets
 from .scoped import time_scoped
 from .selection_latency import dense_recall, engine_requests, time_selection
-from .stats import check, machine, peak_rss_mb
+from .stats import check, machine, peak_rss_mb, target_line
 
 CONDITIONS = ("C0", "C4", "C6")
 TARGETS = {  # size -> C6 selection p95 limit in ms (issue 7)
@@ -335,6 +335,5 @@ def run(options: BenchOptions, say: Callable[[str], None] = print) -> dict:
     doc["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["targets"] = targets(doc)
     for target in doc["targets"]:
-        say(f"target {'MET   ' if target['met'] else 'MISSED'} {target['target']}: "
-            f"{target['value']} (limit {target['limit']})")
+        say(target_line(target))
     return doc

@@ -26,7 +26,7 @@ from selection.engine.types import EngineConfig, SelectionRequest
 
 from .generator import BenchTask, generate
 from .selection_latency import engine_requests
-from .stats import check, summary
+from .stats import check, part_main, summary
 
 PROJECTS = 100
 RECALL_TOLERANCE = 0.0  # the store's recall equals the project's alone
@@ -127,17 +127,5 @@ def describe(scoped: dict) -> str:
 
 
 if __name__ == "__main__":  # python -m bench.scoped [PER_PROJECT [TASKS [SAMPLES]]]
-    import json
-    import sys
-
-    from threadpoolctl import threadpool_limits
-
-    args = [int(a) for a in sys.argv[1:4]]
-    per_project, tasks, samples = (args + [200, 32, 256][len(args):])[:3]
-    with threadpool_limits(1):
-        result = time_scoped(per_project, 7, tasks, samples)
-    print(describe(result))
-    for item in targets(result):
-        print(f"target {'MET   ' if item['met'] else 'MISSED'} {item['target']}: {item['value']} "
-              f"(limit {item['limit']})")
-    print(json.dumps(result))
+    part_main(lambda per_project, tasks, samples: time_scoped(per_project, 7, tasks, samples),
+              [200, 32, 256], describe, targets)

@@ -1,4 +1,5 @@
-"""What every bench part reports with: percentile summaries, the machine, the peak memory."""
+"""What every bench part reports with: percentile summaries, the machine, the peak memory, targets
+and a part run alone."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import os
 import platform
 import resource
+from collections.abc import Callable
 
 import numpy as np
 
@@ -42,3 +44,27 @@ def check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
     """A bench target as the JSON and the printed lines carry it: met when `value` `op` `limit`."""
     met = value <= limit if op == "<=" else value >= limit
     return {"target": name, "value": value, "limit": f"{op} {limit} {unit}", "met": bool(met)}
+
+
+def target_line(target: dict) -> str:
+    """A target as the printed lines show it: MET or MISSED, its name, value and limit."""
+    return (f"target {'MET   ' if target['met'] else 'MISSED'} {target['target']}: {target['value']} "
+            f"(limit {target['limit']})")
+
+
+def part_main(run: Callable[..., dict], defaults: list[int], describe: Callable[[dict], str],
+              targets: Callable[[dict], list[dict]]) -> None:
+    """A bench part run alone (`python -m bench.<part> [N ...]`): its integer arguments (the rest
+    from `defaults`), on one BLAS thread; prints its line, its targets and its JSON."""
+    import json
+    import sys
+
+    from threadpoolctl import threadpool_limits
+
+    args = [int(a) for a in sys.argv[1 : 1 + len(defaults)]]
+    with threadpool_limits(1):
+        result = run(*(args + defaults[len(args):]))
+    print(describe(result))
+    for target in targets(result):
+        print(target_line(target))
+    print(json.dumps(result))

@@ -135,7 +135,9 @@ def test_a_folded_must_unit_counts_as_recalled_not_e5(index):
     assert codes(select(mini_request("C5"), index), {"a-echo1": "MUST"}, index)[0] == {}
 
 
-def test_e5_redundancy_rejection():
+def near_duplicates():
+    """Two near-restatements: at a wide budget one folds into the other's item; at a budget that
+    fits one alone, the second is rejected as redundant. (index, wide, tight, the rejected id)"""
     units = [
         mk("a-one", "the retrieval baseline must be beaten at a matched budget", "rule"),
         mk("a-two", "the retrieval baseline must be beaten at a matched budget too", "rule"),
@@ -143,8 +145,13 @@ def test_e5_redundancy_rejection():
     idx = CorpusIndex.build(units)
     full = select(mini_request("C6", query="retrieval baseline budget"), idx)
     lone = -(-len(full.bundle.items[0].rendered.replace(", a-two", "").replace(", a-one", "")) // 4)
-    r = select(mini_request("C6", query="retrieval baseline budget", budget=lone), idx)
-    lost = next(c.unit_id for c in r.trace.candidates if c.reason_code == "REDUNDANT_WITH_ADMITTED")
+    tight = select(mini_request("C6", query="retrieval baseline budget", budget=lone), idx)
+    lost = next(c.unit_id for c in tight.trace.candidates if c.reason_code == "REDUNDANT_WITH_ADMITTED")
+    return idx, full, tight, lost
+
+
+def test_e5_redundancy_rejection():
+    idx, _, r, lost = near_duplicates()
     assert attribute(r.trace, {lost: "MUST"}, idx.position).units[0].code == "E5"
 
 
@@ -233,15 +240,7 @@ def test_a_unit_the_stop_rule_ended_is_lost_at_stop_and_a_redundant_one_at_redun
     r = select(mini_request("C6", work=mini_work("review"), frame=loose), index)
     assert "stop" not in stages_of(r, dict.fromkeys(stopped, "MUST"), index).values()
 
-    units = [
-        mk("a-one", "the retrieval baseline must be beaten at a matched budget", "rule"),
-        mk("a-two", "the retrieval baseline must be beaten at a matched budget too", "rule"),
-    ]
-    idx = CorpusIndex.build(units)
-    full = select(mini_request("C6", query="retrieval baseline budget"), idx)
-    lone = -(-len(full.bundle.items[0].rendered.replace(", a-two", "").replace(", a-one", "")) // 4)
-    tight = select(mini_request("C6", query="retrieval baseline budget", budget=lone), idx)
-    lost = next(c.unit_id for c in tight.trace.candidates if c.reason_code == "REDUNDANT_WITH_ADMITTED")
+    idx, full, tight, lost = near_duplicates()
     assert stages_of(tight, {lost: "MUST"}, idx) == {lost: "redundancy"}
     assert stages_of(full, {lost: "MUST"}, idx) == {lost: "recalled"}  # folded with its source
 
