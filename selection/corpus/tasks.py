@@ -240,6 +240,7 @@ def check_proposals(
         lambda value, place: _proposal(value, place, report, projects=projects, declared=declared),
     )
 
+
 def _proposal(
     value: Any,
     place: Place,
