@@ -1,7 +1,7 @@
 """C6 select() CPU time on the bench generator's corpus: thread CPU p50 over cycled tasks, BLAS at
 one thread, and a digest of every task's bundle and trace (so a speed change can show it changed no
 result). No database, no Django. Runs against whatever tree PYTHONPATH points at (it only uses
-names every commit since the strong reference has), which is how issue 17's bisect used it:
+names every commit since the strong reference has), so it can time each commit of a bisect:
 
     PYTHONPATH=$PWD .venv/bin/python scripts/c6_cpu.py --size 10000 [--samples 256] [--profile out]
 """
@@ -20,7 +20,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-if os.path.isdir("selection/bench"):  # before the layering refactor (for the bisect)
+if os.path.isdir("selection/bench"):  # a commit whose bench sits inside selection (a bisect)
     from selection.bench.generator import generate
     from selection.bench.runner import engine_requests
 else:

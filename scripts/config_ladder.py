@@ -1,8 +1,8 @@
 """The ladder of imported corpora with the engine's defaults, or every frame's stop rule, replaced
 for this process, in process and without writing traces: the same replays (`replay_task`,
 persist=False) and scoring (`score_result`) as `manage.py evaluate`, so its means equal
-evaluate's for the same defaults. For measuring a default before flipping it (docs/results.md
-sections 6.1b, 6d and 6e).
+evaluate's for the same defaults. For measuring a default before changing it (docs/results.md,
+"Measuring a default").
 
     FG_QUIET_EMBEDDED=1 PYTHONPATH=$PWD .venv/bin/python scripts/config_ladder.py \\
         context-lab,book-ch10 C4,C5,C6 '{"scope_at_retrieval": true}' \\

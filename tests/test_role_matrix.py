@@ -158,7 +158,7 @@ def pages(w):
         ("proposal-backtest-start", "post", reverse("proposal-backtest-start", args=[w["proposal"]]), {}, only("lead")),
         ("proposal-resubmit", "post", reverse("proposal-resubmit", args=[w["proposal"]]), {}, only("lead")),
         ("proposal-split", "post", reverse("proposal-split", args=[w["proposal"]]), {}, only("lead")),
-        # issue 19: close (an empty reason is refused with a message), roll back (to the current
+        # close (an empty reason is refused with a message), roll back (to the current
         # version: refused with a message), comment, webhooks, the labelling queue and page
         ("proposal-close", "post", reverse("proposal-close", args=[w["proposal"]]), {"reason": ""}, only("lead")),
         ("proposal-rollback", "post", reverse("proposal-rollback", args=[s]), {"version": "1"}, only("lead")),
@@ -170,7 +170,7 @@ def pages(w):
         ("trace-queue", "get", reverse("trace-queue"), None, anyone),
         ("trace-label", "get", reverse("trace-label", args=[t]), None, member),
         ("trace-label", "post", reverse("trace-label", args=[t]), {"uid": ""}, only("lead", "reviewer")),
-        # issue 19 item 5: a lead or a reviewer queues a frame health reading (on commit; none here)
+        # a lead or a reviewer queues a frame health reading (on commit; none here)
         ("project-health-check", "post", reverse("project-health-check", args=[s]), {}, only("lead", "reviewer")),
         ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page
     ]
@@ -282,9 +282,9 @@ def api_operations(w):
         ("post", f"{v}/backtests/{{backtest_id}}/reviews"): (
             f"{v}/backtests/{b}/reviews", {"verdict": "approve"}, {"reviewer", "token:reviewer"},
         ),
-        # issue 16: split (a proposal of one part is refused with a 422, past the access check)
+        # split (a proposal of one part is refused with a 422, past the access check)
         ("post", f"{v}/proposals/{{proposal_id}}/split"): (f"{v}/proposals/{p}/split", {}, {"lead", "token:lead"}),
-        # issue 19: bodies the schema accepts and the service refuses after the access check
+        # bodies the schema accepts and the service refuses after the access check
         # (a proposal over the current version has nothing to rebase; a blank reason; a rollback to
         # the current version; a blank comment; a label of no unit)
         ("post", f"{v}/proposals/{{proposal_id}}/rebase"): (
@@ -301,7 +301,7 @@ def api_operations(w):
         ("post", f"{v}/traces/{{trace_id}}/task"): (
             f"{v}/traces/{t}/task", {"labels": {}}, {"lead", "reviewer", "token:lead", "token:reviewer"},
         ),
-        # issue 19 item 5: the project's frame health readings
+        # the project's frame health readings
         ("get", f"{v}/projects/{{slug}}/health"): (f"{v}/projects/{s}/health", None, READERS),
         # the MCP endpoint (not in the schema): tokens only; what a tool may do is access.py's
         ("post", "/mcp"): ("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, set(TOKENS)),

@@ -1,6 +1,6 @@
 """Backtest fixtures: the context-lab corpus imported for real, users of sift, a real Celery worker.
 
-The worker is a separate process (`celery -A governance worker --pool=solo`) on this session's
+The worker is a separate process (`celery -A governance worker --pool=solo`) on this test run's
 queue and test database: it sees only committed rows, so tests that need it are transactional.
 """
 
@@ -95,7 +95,7 @@ def _answers(app, hostname: str) -> bool:
 
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, tmp_path_factory):
-    """One real worker process for the session, on the test database and this session's queue."""
+    """One real worker process for the test run, on its test database and its own queue."""
     from django.conf import settings
     from django.db import connection
 

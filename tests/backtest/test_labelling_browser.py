@@ -1,4 +1,4 @@
-"""Issue 19's ledgers from traces, in headless Chromium with a real Celery worker: a lead finds an
+"""Ledgers from traces, in headless Chromium with a real Celery worker: a lead finds an
 agent's request in "To label", labels the units the work needed in its candidate table, and the
 task joins sift's task set as a new version; the next evaluation, run from the evaluations page on
 the worker, names that version, and the list of evaluations says the task sets differ."""

@@ -1,4 +1,4 @@
-"""Task sets are versioned (issue 19 item 4): every backtest names the version of its project's task
+"""Task sets are versioned: every backtest names the version of its project's task
 set it replayed, and a proposal whose backtests ran on different versions says so, on its page
 and in the API."""
 

@@ -1,4 +1,4 @@
-"""The bench's prefix stability part (issue 15 item 7): consecutive selections of one task sequence
+"""The bench's prefix stability part: consecutive selections of one task sequence
 open with the same routed envelope, and the figures are the ones the bundles give. No database."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ledgers from traces (issue 19 item 4): a lead or reviewer turns a trace into a labelled
+"""Ledgers from traces: a lead or reviewer turns a trace into a labelled
 evaluation task; the task joins the project's task set as a new version, with who and when; a queue
 lists recent traces not yet labelled; backtests name the task-set version they replayed."""
 

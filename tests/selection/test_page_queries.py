@@ -26,7 +26,7 @@ EVALUATION_PAGE_MAX = 4  # the page renders the stored evaluation document
 AUDIT_LOG_MAX = 7
 TRACE_HISTORY_MAX = 5
 TRACE_HISTORY_UNIT_MAX = 6  # filtered by a unit: its dispositions in the page's traces, one query
-PROPOSAL_PAGE_MAX = 21  # 13 before issue 19's thread, stale reason, conflicts and lineage
+PROPOSAL_PAGE_MAX = 21  # its thread, stale reason, conflicts and lineage included
 
 WORDS = (
     "budget ranking review evidence context memory frame retrieval recall precision token "

@@ -1,4 +1,4 @@
-"""The admission stop rule's tier cap and unlisted floor (issue 15, frame policy): each stops only
+"""The admission stop rule's tier cap and unlisted floor (frame policy): each stops only
 what it names, says why on the candidate, and a frame that declares neither keeps its bundle."""
 
 from dataclasses import replace

@@ -266,7 +266,7 @@ def test_dense_hits_scores_of_many_positions_are_score_of_each():
 @pytest.mark.parametrize("need", [1, 3, 40])
 def test_a_pull_bounded_by_compact_scores_orders_as_every_exact_cosine_would(monkeypatch, need):
     """On an approximate searcher a pull first keeps only what its int8 bounds say can still rank
-    among the first `need` (issue 17 at 1M: a class list holds 10–30k units), and chooses the
+    among the first `need` (at 1M units a class list holds 10–30k), and chooses the
     same units in the same order as scoring every one exactly, ties (duplicate vectors) included."""
     from selection.engine import retrieval
     from selection.engine.index.ivf import IvfSearcher

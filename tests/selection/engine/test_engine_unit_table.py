@@ -1,5 +1,5 @@
 """UnitTable: a persisted index's units as columns give back every unit exactly, make only the units
-a selection reads, and route as the units themselves do (issue 17)."""
+a selection reads, and route as the units themselves do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Class preference among supported candidates (EngineConfig.weak_support_fraction, issue 15): a
+"""Class preference among supported candidates (EngineConfig.weak_support_fraction): a
 retrieved candidate of a listed class whose evidence is below f x the pool's best leaves its class
 bucket for the weak bucket after every class bucket, and its trace says why; pulled units keep
 their bucket; off by default."""

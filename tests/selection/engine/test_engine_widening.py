@@ -1,4 +1,4 @@
-"""Issue 15 item 8: the pool widens when retrieval is the bottleneck (its tail still scores near its
+"""Pool widening: the pool widens when retrieval is the bottleneck (its tail still scores near its
 head), from C4 on, deterministically, and the trace says so."""
 
 from dataclasses import replace
