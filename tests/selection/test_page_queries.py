@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from tests.selection.test_traces import embedding_cache  # noqa: F401 (the module's vector cache)
 
-# pinned ceilings: the counts measured when these tests were written (docs/performance.md, Pages);
+# pinned ceilings: the counts each page issues (docs/performance.md, "Pages");
 # a page that needs more has grown a query: find it before raising the number
 TRACE_PAGE_MAX = 14  # a trace with near misses (their units and links are read in two queries)
 EVALUATION_PAGE_MAX = 4  # the page renders the stored evaluation document
