@@ -108,7 +108,9 @@ def write(document: Path, root: Path = ROOT) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", metavar="DOCUMENT", type=Path, help="replace the map between the markers of DOCUMENT")
+    parser.add_argument(
+        "--write", metavar="DOCUMENT", type=Path, help="replace the map between the markers of DOCUMENT"
+    )
     args = parser.parse_args(argv)
     if args.write:
         write(args.write)
