@@ -105,7 +105,7 @@ def _run_psql(settings: dict, database: str, *args: str, stdin: bytes | None = N
 
 
 @pytest.fixture
-def databases(django_db_setup, django_db_blocker):
+def upgrade_databases(django_db_setup, django_db_blocker):
     """Two new databases beside the test database, as connection aliases: `upgraded` holds the
     previous release's dump, `fresh` is empty. Both are dropped afterwards."""
     base = connections["default"].settings_dict
@@ -152,7 +152,7 @@ def _refused(alias: str, statement: str, match: str) -> None:
             cursor.execute(statement)
 
 
-def test_a_database_of_the_previous_release_upgrades(databases):
+def test_a_database_of_the_previous_release_upgrades(upgrade_databases):
     before = _counts("upgraded")
     previous_name = {new: old for old, new in RENAMED.items()}
     assert all(before[previous_name.get(t, t)] > 0 for t in FILLED)
