@@ -32,7 +32,6 @@ class FrameVersion(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        db_table = "governance_frameversion"
         ordering = ["project_id", "number"]
         constraints = [
             models.UniqueConstraint(
@@ -61,7 +60,6 @@ class Promotion(models.Model):
     promoted_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        db_table = "governance_promotion"
         ordering = ["project_id", "sequence"]
         constraints = [
             models.UniqueConstraint(
@@ -86,7 +84,6 @@ class RoleGrant(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices)
 
     class Meta:
-        db_table = "governance_rolegrant"
         constraints = [
             models.UniqueConstraint(fields=["user", "project", "role"], name="role_grant_unique"),
         ]
@@ -112,7 +109,6 @@ class AuditEntry(models.Model):
     payload = models.JSONField(default=dict)
 
     class Meta:
-        db_table = "governance_auditentry"
         ordering = ["-at", "-id"]
         verbose_name_plural = "audit entries"
 

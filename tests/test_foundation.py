@@ -42,9 +42,9 @@ def test_pgvector_extension_is_installed():
 @pytest.mark.parametrize(
     "table, statement",
     [
-        ("governance_frameversion", "UPDATE governance_frameversion SET snapshot = '{}'::jsonb"),
-        ("governance_frameversion", "DELETE FROM governance_frameversion"),
-        ("governance_promotion", "UPDATE governance_promotion SET sequence = sequence + 10"),
+        ("authority_frameversion", "UPDATE authority_frameversion SET snapshot = '{}'::jsonb"),
+        ("authority_frameversion", "DELETE FROM authority_frameversion"),
+        ("authority_promotion", "UPDATE authority_promotion SET sequence = sequence + 10"),
     ],
 )
 def test_history_tables_refuse_raw_sql_rewrites(make_project, table, statement):

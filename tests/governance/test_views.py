@@ -392,7 +392,7 @@ def test_audit_log_filters(client, project, users):
     # rows are append-only and `at` is set on insert: an old entry is inserted with its time
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO governance_auditentry (at, actor_label, project_id, action, object_type,"
+            "INSERT INTO authority_auditentry (at, actor_label, project_id, action, object_type,"
             " object_id, summary, payload) VALUES (now() - interval '10 days', 'import', %s,"
             " 'frame.imported', 'frameversion', '1', '', '{}'::jsonb)",
             [project.pk],
