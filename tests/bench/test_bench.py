@@ -237,6 +237,26 @@ def test_the_bench_measures_through_hooks_and_touches_nothing_private():
     assert offences == []
 
 
+def test_the_bench_selects_through_the_serving_function_and_builds_no_engine_request():
+    # every bench selection is asked of selection.serving.select_for_user (bench/held.py and the
+    # end-to-end part): no bench module runs the engine's select() or builds its request or work frame
+    forbidden = {"SelectionRequest", "WorkFrame", "run_selection", "selection_request"}
+    offences = []
+    for path in sorted(Path(bench.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "selection.engine.pipeline":
+                offences += [f"{path.name}: imports pipeline.{a.name}" for a in node.names if a.name == "select"]
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name in forbidden:
+                offences.append(f"{path.name}:{node.lineno} names {name}")
+            if isinstance(node, ast.alias) and node.name in forbidden:
+                offences.append(f"{path.name}: imports {node.name}")
+    assert offences == []
+    served = {path.name for path in Path(bench.__file__).parent.glob("*.py")
+              if "select_for_user" in path.read_text()}
+    assert {"held.py", "end_to_end.py"} <= served
+
+
 def test_strong_reference_retrieves_what_the_naive_one_does():
     # the strong reference is the same query-only retrieval, written with care: with the exact
     # dense searcher it returns the naive reference's top 40, in the same order, for every task
