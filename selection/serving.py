@@ -172,6 +172,8 @@ def _held_selection(
         raise UnknownWorkType(str(error)) from error
     except FramingError as error:
         raise SelectionError(str(error)) from error
+    if query not in held.vectors:
+        raise SelectionError("the held corpus has no vectors for this query")
     query_vector, objective_vector = held.vectors[query]
     inputs = SelectionInputs(
         project_frame=project_frame,
@@ -189,7 +191,7 @@ def _held_selection(
 
 
 class StrictRoutingRefused(SelectionError):
-    """Strict routing produced no bundle; the refusal is traced (`selection.trace`)."""
+    """Strict routing produced no bundle; the refusal is traced (`selection.trace`; none on a held corpus)."""
 
     def __init__(self, selection: Selection):
         self.selection = selection
