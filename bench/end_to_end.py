@@ -1,15 +1,24 @@
-"""The selection service end to end: frame lookup, two query embeddings (cache cleared), select and
-the durable trace write, each part read off the StageTimings that run_selection fills in.
+"""The selection service end to end, as the API serves it: selection.serving.select_for_user with
+the project lookup and the reader's role check, two query embeddings (cache cleared), select and the
+durable trace write, each part read off the StageTimings the serving function fills in.
+
+The caller is the user `bench-reader`, auditor of every bench project (granted once through
+authority.services.role_grant, idempotent).
 """
 
 from __future__ import annotations
 
 import time
 
+from django.contrib.auth import get_user_model
+
+from authority.models import Role
+from authority.services import role_grant
 from selection import index_cache, services, store
 from selection.engine.index import CorpusIndex
 from selection.engine.timings import StageTimings, TimedStage
-from selection.models import Task
+from selection.models import Project, Task
+from selection.serving import select_for_user
 
 from .database import StoredBench
 from .generator import SyntheticCorpus
@@ -17,15 +26,24 @@ from .stats import summary
 
 PARTS = {"embed": TimedStage.EMBED, "select": TimedStage.SELECT, "trace_write": TimedStage.TRACE_WRITE}
 WARM_RUNS = 3  # untimed first runs: the model, the index and the code paths warm up
+READER = "bench-reader"
+
+
+def bench_reader(stored: StoredBench):
+    """The part's caller: auditor of every project of the stored corpus, created once and reused."""
+    user, _ = get_user_model().objects.get_or_create(username=READER)
+    for project in Project.objects.filter(corpus=stored.corpus):
+        role_grant(user=user, project=project, role=Role.AUDITOR)
+    return user
 
 
 def time_service(stored: StoredBench, bench: SyntheticCorpus, runs: int) -> dict:
-    """run_selection p50/p95 over the stored synthetic tasks, with its embed, select and trace-write
-    parts."""
+    """select_for_user p50/p95 over the stored synthetic tasks, with its embed, select and
+    trace-write parts."""
     start = time.perf_counter()
     units, vectors = store.load_units(stored.corpus.pk)
     CorpusIndex.build(units, vectors)
-    build_s = time.perf_counter() - start  # what a fresh process paid before the index cache
+    build_s = time.perf_counter() - start  # what a fresh process pays without the index cache
     del units, vectors
     store.forget_index(stored.corpus.pk)
     store.corpus_index(stored.corpus.pk)  # writes the index file if this corpus has none yet
@@ -35,6 +53,7 @@ def time_service(stored: StoredBench, bench: SyntheticCorpus, runs: int) -> dict
     load_s = time.perf_counter() - start
     tasks = list(Task.objects.filter(corpus=stored.corpus).select_related("project", "corpus"))
     tasks = [t for t in tasks if t.uid.startswith("t")][: len(bench.tasks)]
+    reader = bench_reader(stored)
     totals: dict[str, list[float]] = {"total": [], **{name: [] for name in PARTS}}
     timings = StageTimings()
     services.embed_queries(["warm the model"])
@@ -44,10 +63,11 @@ def time_service(stored: StoredBench, bench: SyntheticCorpus, runs: int) -> dict
         timings.clear()
         work = store.work_frame_for_task(task)
         begun = time.perf_counter()
-        services.run_selection(
-            project=task.project, query=task.query, work_frame=work,
-            budget_tokens=task.budget_tokens, standpoint=task.standpoint, task=task,
-            source="bench", timings=timings,
+        select_for_user(
+            user=reader, project_slug=task.project.slug, query=task.query, signals=work.signals,
+            objective=work.objective, work_type=work.work_type, constraints=work.constraints,
+            cites={name: list(ids) for name, ids in work.cites}, budget_tokens=task.budget_tokens,
+            standpoint=task.standpoint, source="bench", timings=timings,
         )
         elapsed = time.perf_counter() - begun
         if i < WARM_RUNS:

@@ -1,9 +1,12 @@
 """Index restart: the engine index written in the index cache's format, then read back by a fresh
 Python process that serves selections from it. Reports what a restarted web or worker process pays
-before its first selection and the memory it holds while serving (issue 17). No database.
+before its first selection and the memory it holds while serving. No database.
 
 The child process is started by `python -m bench.index_restart DIR`; the page cache is warm (the
-directory was just written), as after a restart on a machine that keeps running.
+directory was just written), as after a restart on a machine that keeps running. The child sets
+Django up (as a web or worker process has it) before it reads the index, and serves every selection
+through selection.serving.select_for_user (bench/held.py); its selection times are the serving
+function's select() stage.
 
 `python -m bench.index_restart --size N [--ivf-from M]` measures this part alone on a generated
 corpus of N units (the bench's seed and tasks; the IVF from M units, 50,000 by default) and prints
@@ -23,16 +26,16 @@ import time
 from pathlib import Path
 
 from selection.engine.index import IVF_THRESHOLD, CorpusIndex
-from selection.engine.pipeline import select
-from selection.engine.types import SelectionRequest
+from selection.engine.timings import TimedStage
+from selection.engine.types import ProjectFrame
 from selection.index_cache import read_index, write_index
 
 from .generator import generate
-from .selection_latency import engine_requests
+from .held import Ask, CpuTimings, django_ready, held, serve, task_asks
 from .stats import summary
 
 INDEX = "index"
-REQUESTS = "requests.pickle"
+ASKS = "asks.pickle"
 CHILD_TIMEOUT_S = 1800
 
 
@@ -41,17 +44,18 @@ def _bytes(path: Path) -> int:
 
 
 def time_restart(
-    index: CorpusIndex, requests: list[SelectionRequest], blas_threads: int | None = None
+    index: CorpusIndex, frames: dict[str, ProjectFrame], asks: list[Ask], blas_threads: int | None = None
 ) -> dict:
-    """Write `index`, then a fresh process: index load, first selection, later selections, peak RSS
-    (`blas_threads`: the child's BLAS threads, as the bench limits its own)."""
+    """Write `index`, then a fresh process serving `asks` under `frames`: index load, first
+    selection, later selections, peak RSS (`blas_threads`: the child's BLAS threads, as the bench
+    limits its own)."""
     with tempfile.TemporaryDirectory(prefix="fg-bench-index-") as directory:
         root = Path(directory)
         begun = time.perf_counter()
         write_index(root / INDEX, index)
         write_s = time.perf_counter() - begun
-        with (root / REQUESTS).open("wb") as handle:
-            pickle.dump(list(requests), handle, protocol=pickle.HIGHEST_PROTOCOL)
+        with (root / ASKS).open("wb") as handle:
+            pickle.dump((dict(frames), list(asks)), handle, protocol=pickle.HIGHEST_PROTOCOL)
         project = Path(__file__).resolve().parent.parent
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project), env.get("PYTHONPATH", "")]))
@@ -71,20 +75,24 @@ def time_restart(
 
 
 def _serve(directory: Path) -> dict:
+    django_ready()
     begun, begun_cpu = time.perf_counter(), time.process_time()
     index = read_index(directory / INDEX)
     load_s, load_cpu_s = time.perf_counter() - begun, time.process_time() - begun_cpu
     rss_loaded = _rss_mb()
-    with (directory / REQUESTS).open("rb") as handle:
-        requests = pickle.load(handle)
-    first, first_cpu = time.perf_counter(), time.process_time()
-    select(requests[0], index)
-    first_select_s, first_cpu_s = time.perf_counter() - first, time.process_time() - first_cpu
+    with (directory / ASKS).open("rb") as handle:
+        frames, asks = pickle.load(handle)
+    corpus = held(frames, index, asks)
+    # the process's CPU time (page faults on the mapped files included), as for the load
+    timings = CpuTimings(cpu_clock=time.process_time)
+    serve(corpus, asks[0], timings)
+    first_select_s = timings.ms(TimedStage.SELECT) / 1e3
+    first_cpu_s = timings.cpu_ms(TimedStage.SELECT) / 1e3
     later = []
-    for request in requests[1:]:
-        start = time.perf_counter()
-        select(request, index)
-        later.append((time.perf_counter() - start) * 1e3)
+    for ask in asks[1:]:
+        timings.clear()
+        serve(corpus, ask, timings)
+        later.append(timings.ms(TimedStage.SELECT))
     return {
         "load_s": round(load_s, 2),
         "first_select_s": round(first_select_s, 2),
@@ -136,11 +144,11 @@ def _standalone(argv: list[str]) -> dict:
     begun = time.process_time()
     index = CorpusIndex.build(bench.units, bench.vectors, dense_threshold=ivf_from)
     build_cpu_s = time.process_time() - begun
-    requests = engine_requests(bench, "C6")
+    frames, asks = bench.frames, task_asks(bench.tasks, "C6")
     del bench
     out = {"units": size, "dense_searcher": index.dense.name, "generate_cpu_s": round(generate_cpu_s, 2),
            "build_cpu_s": round(build_cpu_s, 2)}
-    out.update(time_restart(index, requests, blas_threads=1))
+    out.update(time_restart(index, frames, asks, blas_threads=1))
     out["builder_peak_rss_mb"] = _peak_rss_mb()
     return out
 

@@ -16,8 +16,9 @@ from selection.hnsw.index import build_hnsw_index, index_options, pgvector_refus
 from selection.models import Project
 
 from .database import StoredBench
-from .generator import DIMENSION, SyntheticCorpus
+from .generator import SyntheticCorpus
 from .stats import summary
+from .workload import DIMENSION
 
 K = 40
 

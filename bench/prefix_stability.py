@@ -1,5 +1,5 @@
-"""Prefix stability between consecutive selections of one task sequence (issue 15 item 7). No
-database: `python -m bench.prefix_stability [SEQUENCES [STEPS [UNITS]]]` runs it alone.
+"""Prefix stability between consecutive selections of one task sequence. No database:
+`python -m bench.prefix_stability [SEQUENCES [STEPS [UNITS]]]` runs it alone.
 
 A task sequence is one piece of work selected again at every step as it proceeds, as an agent's
 turns would: the same project, frame, work type, objective and objective vector, standpoint and
@@ -19,13 +19,13 @@ from the seed (one numpy Generator seeded with [seed, 15], consumed in a fixed o
     ("review" + seven of its words) and its vector sits near the topic's centre, as a generator
     task's.
 
-Every step is selected at C6 under each bundle order (`ProjectFrame.bundle_order`, `rank` and
-`stable`), with the same requests; order never changes which units are admitted (`same_admitted`).
-The figures per order: the mean prefix share of consecutive bundles (`prefix_stability` of
-`selection.engine.metrics`, which `evaluate` reports too: common prefix characters / the later
-bundle's length), the share of consecutive pairs whose routed prefix (the leading items that
-carry a routed unit) is non-empty and byte-identical, and the mean shared prefix in characters,
-estimated tokens and whole items.
+Every step is selected at C6 through selection.serving.select_for_user (bench/held.py) under each
+bundle order (`ProjectFrame.bundle_order`, `rank` and `stable`), with the same requests; order
+never changes which units are admitted (`same_admitted`). The figures per order: the mean prefix
+share of consecutive bundles (`prefix_stability` of `selection.engine.metrics`, which `evaluate`
+reports too: common prefix characters / the later bundle's length), the share of consecutive pairs
+whose routed prefix (the leading items that carry a routed unit) is non-empty and byte-identical,
+and the mean shared prefix in characters, estimated tokens and whole items.
 """
 
 from __future__ import annotations
@@ -38,22 +38,17 @@ import numpy as np
 
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import prefix_share, prefix_stability
-from selection.engine.pipeline import select
-from selection.engine.types import (
-    ORDER_RULES,
-    SelectionRequest,
-    SelectionResult,
-    WorkFrame,
-    estimate_tokens,
-)
+from selection.engine.types import ORDER_RULES, SelectionResult, estimate_tokens
 
-from .generator import SyntheticCorpus, generate, unit_directions, written_from
+from .generator import SyntheticCorpus, generate
+from .held import Ask, held, serve
 from .stats import check, part_main
+from .workload import unit_directions, written_from
 
 CONDITION = "C6"
 ROOTS = 3  # root constraints a project: its oldest current units
 WINDOW = 3  # units a step's query is written from (as a generator task's)
-SALT = 15  # issue 15: the sequences' Generator is seeded with [seed, SALT]
+SALT = 15  # the sequences' Generator is seeded with [seed, SALT]
 BUDGET_TOKENS = 1500  # a generator task's
 ROUTED_IDENTICAL_MIN = 1.0  # every consecutive pair opens with the same routed bytes
 SAME_ADMITTED_MIN = 1.0  # the bundle order never changes which units are admitted
@@ -74,13 +69,12 @@ def with_roots(corpus: SyntheticCorpus, per_project: int = ROOTS) -> tuple[list,
     return units, roots
 
 
-def sequences(corpus: SyntheticCorpus, count: int, steps: int, seed: int) -> list[list[SelectionRequest]]:
-    """`count` task sequences of `steps` C6 requests each (module docstring), under the corpus's
-    frames as generated (bundle order `rank`)."""
+def sequences(corpus: SyntheticCorpus, count: int, steps: int, seed: int) -> list[list[Ask]]:
+    """`count` task sequences of `steps` C6 asks each (module docstring), of the corpus's projects."""
     rng = np.random.default_rng([seed, SALT])
     units, vectors, topics, projects = corpus.units, corpus.vectors, corpus.topics, corpus.unit_projects
     current = np.asarray([u.valid_to is None for u in units])
-    out: list[list[SelectionRequest]] = []
+    out: list[list[Ask]] = []
     for s in range(count):
         p = s % len(corpus.slugs)
         own = np.flatnonzero((projects == p) & current)
@@ -88,11 +82,8 @@ def sequences(corpus: SyntheticCorpus, count: int, steps: int, seed: int) -> lis
         topic = int(topics[anchor])
         trail = rng.permutation(np.flatnonzero((topics == topic) & (projects == p) & current))
         frame = corpus.frames[corpus.slugs[p]]
-        work = WorkFrame(
-            objective="review " + " ".join(units[anchor].text.split(" ")[2:9]),
-            work_type=frame.work_types[int(rng.integers(0, len(frame.work_types)))][0],
-            standpoint=corpus.standpoint,
-        )
+        objective = "review " + " ".join(units[anchor].text.split(" ")[2:9])
+        work_type = frame.work_types[int(rng.integers(0, len(frame.work_types)))][0]
         ov = corpus.centres[topic] + 0.45 * corpus.shared + 0.6 * unit_directions(rng, 1)[0]
         ov /= np.linalg.norm(ov)
         objective_vector = tuple(float(x) for x in ov)
@@ -103,12 +94,14 @@ def sequences(corpus: SyntheticCorpus, count: int, steps: int, seed: int) -> lis
             qv = vectors[rows].mean(axis=0) + 0.25 * unit_directions(rng, 1)[0]
             qv /= np.linalg.norm(qv)
             sequence.append(
-                SelectionRequest(
-                    project_frame=frame,
-                    work_frame=work,
+                Ask(
+                    project=frame.project,
                     query=query,
+                    objective=objective,
+                    work_type=work_type,
                     budget_tokens=BUDGET_TOKENS,
                     condition=CONDITION,
+                    standpoint=corpus.standpoint,
                     query_vector=tuple(float(x) for x in qv),
                     objective_vector=objective_vector,
                 )
@@ -180,12 +173,11 @@ def time_prefix(units: int, seed: int, count: int, steps: int) -> dict:
     generate_s = time.perf_counter() - begun
     begun = time.perf_counter()
     results: dict[str, list[list[SelectionResult]]] = {}
+    asks = [ask for seq in work for ask in seq]
     for order in ORDER_RULES:
         frames = {slug: replace(frame, bundle_order=order) for slug, frame in corpus.frames.items()}
-        results[order] = [
-            [select(replace(r, project_frame=frames[r.project_frame.project]), index) for r in seq]
-            for seq in work
-        ]
+        ordered = held(frames, index, asks)
+        results[order] = [[serve(ordered, ask) for ask in seq] for seq in work]
     select_s = time.perf_counter() - begun
     first, *others = ORDER_RULES
     admitted = [

@@ -1,12 +1,14 @@
 """The benchmark run: at each size, every part in turn, one JSON document printed as it goes, and
-issue 7's targets checked against it. Each part lives in its own module, by what it measures:
+its targets checked against it. Each part lives in its own module, by what it measures:
 
-  selection_latency   engine select() per condition, split by stage (StageTimings); dense recall
+  selection_latency   select() per condition through the serving function, split by stage
+                      (StageTimings); dense recall
   index_restart       the index written in the index cache's format and served by a fresh process:
                       its load, its first selection and its peak RSS
   reference           query-only hybrid retrieval C6 is compared with: naive (rank_bm25 + exact
                       cosine + RRF) and strong (rank-bm25-rs + the engine's dense searcher + RRF)
-  end_to_end          selection.services.run_selection with embeddings and the durable trace write
+  end_to_end          selection.serving.select_for_user as the API calls it: the project lookup,
+                      the reader's role, embeddings, select and the durable trace write
   backtest_throughput backtest.services.replay_many over the launch chunks, in forked workers
   import_rate         selection.importing.corpus_import with real embeddings, rolled back
   pgvector_hnsw       dense search in PostgreSQL with pgvector's HNSW index: p50/p95, recall@40
@@ -14,12 +16,14 @@ issue 7's targets checked against it. Each part lives in its own module, by what
   pages               the trace page (~200 candidates), the evaluation page, the audit log and the
                       trace history through Django's test client, warm: time, bytes, SQL queries
   scoped              one project's C6 inside a 100-project store sharing one vocabulary, against
-                      the same project's units alone: must-include recall and p95 (issue 15)
+                      the same project's units alone: must-include recall and p95
   prefix_stability    consecutive C6 selections of one task sequence (one piece of work, its query
-                      moving step to step) under each bundle order: the prefix they share (issue 15)
+                      moving step to step) under each bundle order: the prefix they share
 
 Timings are wall-clock medians and 95th percentiles over repeated requests (the synthetic tasks,
-cycled); stage times come from the StageTimings the engine and the services fill in.
+cycled); stage times come from the StageTimings the engine and the services fill in. Every
+selection without a database goes through selection.serving.select_for_user on the generated
+corpus, held in memory (bench/held.py).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from .backtest_throughput import time_backtest
 from .database import bench_corpus
 from .end_to_end import time_service
 from .generator import SyntheticCorpus, generate
+from .held import held, task_asks
 from .import_rate import time_import
 from .index_restart import time_restart
 from .pages import time_pages
@@ -49,26 +54,26 @@ from .reference import time_reference
 from .scoped import describe as describe_scoped
 from .scoped import targets as scoped_targets
 from .scoped import time_scoped
-from .selection_latency import dense_recall, engine_requests, time_selection
+from .selection_latency import dense_recall, time_selection
 from .stats import check, machine, peak_rss_mb, target_line
 
 CONDITIONS = ("C0", "C4", "C6")
-TARGETS = {  # size -> C6 selection p95 limit in ms (issue 7)
+TARGETS = {  # size -> C6 selection p95 limit in ms
     10_000: 5.0,
     100_000: 15.0,
     1_000_000: 50.0,
 }
 E2E_P95_LIMIT_MS = 80.0  # at 100k, two query embeddings and a durable trace write included
 REPLAYS_PER_WORKER_MIN = 150.0  # at 100k
-REPLAY_OVER_C6_MAX = 1.5  # one replay per worker / one bare C6 selection p50, same run (issue 17)
-IMPORT_UNITS_PER_S_MIN = 150.0  # issue 17 (issue 7 asked 100)
+REPLAY_OVER_C6_MAX = 1.5  # one replay per worker / one bare C6 selection p50, same run
+IMPORT_UNITS_PER_S_MIN = 150.0  # with real embeddings
 IMPORT_RAW_RATIO_MIN = 0.9  # import units/s / the model's own encode rate on the same texts
 REFERENCE_SPEEDUP_MIN = 10.0  # at 100k
-STRONG_REFERENCE_RATIO_MAX = 1.5  # C6 p50 / strong reference p50, at every size (issue 17)
-GROWTH_1M_MAX = 2.5  # C6 p50 at 1M / C6 p50 at 10k (issue 17)
-INDEX_LOAD_MAX_S = 3.0  # a fresh process's index at 100k, read from the index cache (issue 17)
-E2E_OVER_C6_MAX = 5.0  # end-to-end p95 / C6 p95 at 100k (issue 17)
-SERVING_PEAK_RSS_1M_MAX_MB = 4096.0  # a process serving selections from the 1M index (issue 17)
+STRONG_REFERENCE_RATIO_MAX = 1.5  # C6 p50 / strong reference p50, at every size
+GROWTH_1M_MAX = 2.5  # C6 p50 at 1M / C6 p50 at 10k
+INDEX_LOAD_MAX_S = 3.0  # a fresh process's index at 100k, read from the index cache
+E2E_OVER_C6_MAX = 5.0  # end-to-end p95 / C6 p95 at 100k
+SERVING_PEAK_RSS_1M_MAX_MB = 4096.0  # a process serving selections from the 1M index
 
 
 @dataclass
@@ -111,7 +116,8 @@ def run_size(size: int, options: BenchOptions, say: Callable[[str], None]) -> di
         f"({index.dense.name})")
     out["selection"] = {}
     for condition in CONDITIONS:
-        timing = time_selection(index, engine_requests(bench, condition), options.samples)
+        asks = task_asks(bench.tasks, condition)
+        timing = time_selection(held(bench.frames, index, asks), asks, options.samples)
         out["selection"][condition] = timing
         say(f"[{size}] {condition}: p50 {timing['p50_ms']} ms, p95 {timing['p95_ms']} ms "
             f"(retrieval p50 {timing['retrieval']['p50_ms']}, policy {timing['policy']['p50_ms']},"
@@ -121,7 +127,9 @@ def run_size(size: int, options: BenchOptions, say: Callable[[str], None]) -> di
     if not isinstance(index.dense, NumpyExactSearcher):
         out["dense_recall"] = dense_recall(index, bench)
         say(f"[{size}] {index.dense.name} against exact: {out['dense_recall']}")
-    out["restart"] = restart = time_restart(index, engine_requests(bench, "C6"), options.blas_threads)
+    out["restart"] = restart = time_restart(
+        index, bench.frames, task_asks(bench.tasks, "C6"), options.blas_threads
+    )
     say(f"[{size}] restart: a fresh process read the index ({restart['bytes'] / 2**20:.0f} MB, "
         f"written in {restart['write_s']} s) in {restart['load_s']} s, its first selection took "
         f"{restart['first_select_s']} s (CPU {restart['load_cpu_s']} + {restart['first_select_cpu_s']} s; "
@@ -189,7 +197,7 @@ def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say, c6_p50_m
         + ("reused" if stored.reused else f"written by COPY in {stored.write_s:.1f} s"))
     e2e = time_service(stored, bench, options.e2e_runs)
     out["end_to_end"] = e2e
-    say(f"[{bench.size}] end to end (run_selection, 2 embeddings, durable trace): p50 "
+    say(f"[{bench.size}] end to end (select_for_user, 2 embeddings, durable trace): p50 "
         f"{e2e['p50_ms']} ms, p95 {e2e['p95_ms']} ms (embed p50 {e2e['embed']['p50_ms']}, "
         f"select {e2e['select']['p50_ms']}, trace write {e2e['trace_write']['p50_ms']}; "
         f"index built from rows in {e2e['index_build_s']} s, loaded by a fresh process in "
@@ -199,7 +207,7 @@ def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say, c6_p50_m
     c6_ms = c6_p50_ms
     for workers in options.workers:
         result = time_backtest(stored, workers)
-        # issue 17: one replay (what it costs one worker) against one bare C6 selection, same run
+        # one replay (what it costs one worker) against one bare C6 selection, same run
         result["over_c6_selection"] = round(result["ms_per_replay_per_worker"] / c6_ms, 3)
         rates[str(workers)] = result["replays_per_s"]
         details[str(workers)] = result
@@ -250,7 +258,7 @@ def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say, c6_p50_m
 
 
 def targets(doc: dict) -> list[dict]:
-    """Issue 7's targets against what was measured (sizes not run are left out)."""
+    """The bench's targets against what was measured (sizes not run are left out)."""
     checks = []
     sizes = doc["sizes"]
     for size, limit in TARGETS.items():

@@ -1,14 +1,15 @@
-"""Scope at retrieval at a hundred projects (issue 15 item 5): one project's C6 selections inside a
-store of 100 projects that share one vocabulary, against the same project's units alone.
+"""Scope at retrieval at a hundred projects: one project's C6 selections inside a store of 100
+projects that share one vocabulary, against the same project's units alone.
 
 Every project of the store writes on every topic with the same words and the same embedding
 centres, so query-only retrieval finds every project's units on the query's topic. The figures:
 must-include recall (the task's `must` units admitted, folded ones included), the share of tasks
 whose bundle is byte-identical both ways, and select() latency of the same requests against both
-indexes (wall clock, and the thread's CPU time, which the machine's other load does not inflate),
-with scope at retrieval on, timed alternately so the machine's load falls on both alike; and, for
-contrast, the store's recall with scope at retrieval off (the engine's default: out-of-scope hits
-take the pool's places and eligibility rules them out). No database.
+indexes (wall clock, and the thread's CPU time, which the machine's other load does not inflate;
+both the serving function's select() stage), with scope at retrieval on, timed alternately so the
+machine's load falls on both alike; and, for contrast, the store's recall with scope at retrieval
+off (the engine's default: out-of-scope hits take the pool's places and eligibility rules them
+out). Every selection goes through selection.serving.select_for_user (bench/held.py). No database.
 
 `python -m bench.scoped [PER_PROJECT [TASKS [SAMPLES]]]` runs this part alone and prints its
 targets (`manage.py bench` runs it after the sizes and checks the same targets).
@@ -21,17 +22,18 @@ import time
 import numpy as np
 
 from selection.engine.index import CorpusIndex
-from selection.engine.pipeline import select
-from selection.engine.types import EngineConfig, SelectionRequest
+from selection.engine.timings import TimedStage
+from selection.engine.types import EngineConfig
 
-from .generator import BenchTask, generate
-from .selection_latency import engine_requests
+from .generator import generate
+from .held import CpuTimings, held, serve, task_asks
 from .stats import check, part_main, summary
+from .workload import BenchTask
 
 PROJECTS = 100
 RECALL_TOLERANCE = 0.0  # the store's recall equals the project's alone
 SAME_BUNDLE_MIN = 1.0  # and so does every bundle (the scope's own BM25 statistics: same scores)
-P95_RATIO_MAX = 1.2  # the store's C6 p95 / the project's alone (issue 15: within 20 %)
+P95_RATIO_MAX = 1.2  # the store's C6 p95 / the project's alone (within 20 %)
 
 
 def must_recall(result, must: tuple[str, ...]) -> float:
@@ -53,29 +55,33 @@ def time_scoped(per_project: int, seed: int, tasks: int, samples: int) -> dict:
     alone_index = CorpusIndex.build([store.units[i] for i in rows], store.vectors[rows])
     build_s = time.perf_counter() - begun
     store.tasks = work
-    requests = engine_requests(store, "C6")
+    asks = task_asks(work, "C6")
     scoped, unscoped = EngineConfig(scope_at_retrieval=True), EngineConfig(scope_at_retrieval=False)
+    in_store = held(store.frames, store_index, asks, config=scoped)
+    alone = held(store.frames, alone_index, asks, config=scoped)
+    in_store_unscoped = held(store.frames, store_index, asks, config=unscoped)
 
     recall_store, recall_alone, recall_unscoped, same_bundle = [], [], [], []
-    for task, request in zip(work, requests, strict=True):
-        in_store, alone = select(request, store_index, scoped), select(request, alone_index, scoped)
-        recall_store.append(must_recall(in_store, task.must))
-        recall_alone.append(must_recall(alone, task.must))
-        recall_unscoped.append(must_recall(select(request, store_index, unscoped), task.must))
-        same_bundle.append(in_store.bundle.digest == alone.bundle.digest)
+    for task, ask in zip(work, asks, strict=True):
+        from_store, from_alone = serve(in_store, ask), serve(alone, ask)
+        recall_store.append(must_recall(from_store, task.must))
+        recall_alone.append(must_recall(from_alone, task.must))
+        recall_unscoped.append(must_recall(serve(in_store_unscoped, ask), task.must))
+        same_bundle.append(from_store.bundle.digest == from_alone.bundle.digest)
 
     timed_store, timed_alone, cpu_store, cpu_alone = [], [], [], []
+    timings = CpuTimings()
     for i in range(samples):
-        request: SelectionRequest = requests[i % len(requests)]
-        first, second = (store_index, timed_store, cpu_store), (alone_index, timed_alone, cpu_alone)
-        for index, out, cpu in (first, second) if i % 2 == 0 else (second, first):
-            start, start_cpu = time.perf_counter(), time.thread_time()
-            select(request, index, scoped)
-            cpu.append((time.thread_time() - start_cpu) * 1e3)
-            out.append((time.perf_counter() - start) * 1e3)
+        ask = asks[i % len(asks)]
+        first, second = (in_store, timed_store, cpu_store), (alone, timed_alone, cpu_alone)
+        for corpus, out, cpu in (first, second) if i % 2 == 0 else (second, first):
+            timings.clear()
+            serve(corpus, ask, timings)
+            cpu.append(timings.cpu_ms(TimedStage.SELECT))
+            out.append(timings.ms(TimedStage.SELECT))
     store_t, alone_t = summary(timed_store), summary(timed_alone)
     store_cpu, alone_cpu = summary(cpu_store), summary(cpu_alone)
-    retrieval = select(requests[0], store_index, scoped).trace
+    retrieval = serve(in_store, asks[0]).trace
     counts = dict(next(st for st in retrieval.stages if st.stage == "retrieval").detail)
     return {
         "projects": PROJECTS,
@@ -101,7 +107,7 @@ def time_scoped(per_project: int, seed: int, tasks: int, samples: int) -> dict:
 
 
 def targets(scoped: dict) -> list[dict]:
-    """Issue 15 item 5's targets on a time_scoped() result: the store's must-include recall equals
+    """The part's targets on a time_scoped() result: the store's must-include recall equals
     the project's alone (and, stronger, every bundle does), at a p95 within 20 % (wall clock)."""
     at = f"in a {scoped['projects']}-project store of {scoped['units']} units"
     gap = round(abs(scoped["recall_store"] - scoped["recall_alone"]), 4)

@@ -1,62 +1,49 @@
-"""Engine selection latency per condition, split by stage through select()'s StageTimings, and an
-approximate dense searcher's recall against exact search. No database.
+"""Selection latency per condition, split by stage through the StageTimings the serving function
+fills in, and an approximate dense searcher's recall against exact search. No database.
+
+Every selection is asked of selection.serving.select_for_user on the generated corpus (bench/held.py);
+the latency is its engine select() stage (`TimedStage.SELECT`), split by the stages inside it.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from selection.engine.index import CorpusIndex, NumpyExactSearcher
-from selection.engine.pipeline import select
-from selection.engine.timings import StageTimings, TimedStage
-from selection.engine.types import SelectionRequest, WorkFrame
+from selection.engine.timings import TimedStage
 
 from .generator import SyntheticCorpus
+from .held import Ask, CpuTimings, held, serve, task_asks
 from .stats import summary
 
-
-def engine_requests(bench: SyntheticCorpus, condition: str) -> list[SelectionRequest]:
-    return [
-        SelectionRequest(
-            project_frame=bench.frames[t.project],
-            work_frame=WorkFrame(
-                objective=t.objective, work_type=t.work_type, standpoint=t.standpoint
-            ),
-            query=t.query,
-            budget_tokens=t.budget_tokens,
-            condition=condition,
-            query_vector=t.query_vector,
-            objective_vector=t.objective_vector,
-        )
-        for t in bench.tasks
-    ]
+if TYPE_CHECKING:
+    from selection.serving import HeldCorpus
 
 
-def time_selection(index: CorpusIndex, requests: list[SelectionRequest], samples: int) -> dict:
+def time_selection(corpus: HeldCorpus, asks: list[Ask], samples: int) -> dict:
     """select() p50/p95 with its split: retrieval, policy (the rest), trace records; and its CPU
     time (`cpu`), which a loaded machine inflates far less than the wall clock."""
-    for request in requests[:8]:
-        select(request, index)  # warm caches and code paths
+    for ask in asks[:8]:
+        serve(corpus, ask)  # warm caches and code paths
     total, retrieval, records, policy, serialise, cpu = [], [], [], [], [], []
-    timings = StageTimings()
+    timings = CpuTimings()
     results = []
     for i in range(samples):
-        request = requests[i % len(requests)]
         timings.clear()
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        result = select(request, index, timings=timings)
-        elapsed_ms = (time.perf_counter() - start) * 1e3
-        cpu.append((time.thread_time() - start_cpu) * 1e3)
+        result = serve(corpus, asks[i % len(asks)], timings)
+        elapsed_ms = timings.ms(TimedStage.SELECT)
+        cpu.append(timings.cpu_ms(TimedStage.SELECT))
         retrieval_ms = timings.ms(TimedStage.RETRIEVAL)
         records_ms = timings.ms(TimedStage.TRACE_RECORDS)
         total.append(elapsed_ms)
         retrieval.append(retrieval_ms)
         records.append(records_ms)
         policy.append(elapsed_ms - retrieval_ms - records_ms)
-        if i < len(requests):
+        if i < len(asks):
             results.append(result)
     for result in results:
         start = time.perf_counter()
@@ -79,14 +66,16 @@ def dense_recall(index: CorpusIndex, bench: SyntheticCorpus) -> dict:
     """An approximate searcher against exact cosine: recall@dense_k, and the C6 pools and bundles."""
     exact_index = copy.copy(index)
     exact_index.dense = NumpyExactSearcher(bench.vectors)  # units are generated in id order
+    asks = task_asks(bench.tasks, "C6")
+    approx_corpus, exact_corpus = held(bench.frames, index, asks), held(bench.frames, exact_index, asks)
     k = 60
     hits, pools, bundles = [], [], []
-    for request in engine_requests(bench, "C6"):
-        for vector in (request.query_vector, request.objective_vector):
+    for ask in asks:
+        for vector in (ask.query_vector, ask.objective_vector):
             approx = set(index.dense.top(np.asarray(vector, dtype=np.float32), k).tolist())
             exact = set(exact_index.dense.top(np.asarray(vector, dtype=np.float32), k).tolist())
             hits.append(len(approx & exact) / max(len(exact), 1))
-        a, e = select(request, index), select(request, exact_index)
+        a, e = serve(approx_corpus, ask), serve(exact_corpus, ask)
         pa = {c.unit_id for c in a.trace.candidates}
         pe = {c.unit_id for c in e.trace.candidates}
         pools.append(len(pa & pe) / max(len(pe), 1))

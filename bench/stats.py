@@ -55,12 +55,16 @@ def target_line(target: dict) -> str:
 def part_main(run: Callable[..., dict], defaults: list[int], describe: Callable[[dict], str],
               targets: Callable[[dict], list[dict]]) -> None:
     """A bench part run alone (`python -m bench.<part> [N ...]`): its integer arguments (the rest
-    from `defaults`), on one BLAS thread; prints its line, its targets and its JSON."""
+    from `defaults`), on one BLAS thread, Django set up for the serving function; prints its line,
+    its targets and its JSON."""
     import json
     import sys
 
     from threadpoolctl import threadpool_limits
 
+    from .held import django_ready
+
+    django_ready()
     args = [int(a) for a in sys.argv[1 : 1 + len(defaults)]]
     with threadpool_limits(1):
         result = run(*(args + defaults[len(args):]))

@@ -24,8 +24,9 @@ if os.path.isdir("selection/bench"):  # a commit whose bench sits inside selecti
     from selection.bench.generator import generate
     from selection.bench.runner import engine_requests
 else:
+    from task_requests import engine_requests
+
     from bench.generator import generate
-    from bench.selection_latency import engine_requests
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
 

@@ -11,11 +11,11 @@ import functools
 import time
 
 import numpy as np
+from task_requests import engine_requests
 from threadpoolctl import threadpool_limits
 
 from bench.generator import generate
 from bench.reference import StrongReferenceRetriever
-from bench.selection_latency import engine_requests
 from selection.engine import pipeline, retrieval
 from selection.engine.index import CorpusIndex, tokenise
 

@@ -107,14 +107,21 @@ class SelectionInputs:
     # declared routing inputs (task category, path scope, overlays, strict, no_local)
     routing: RoutingInputs = field(default_factory=RoutingInputs)
     local_units: tuple[Unit, ...] = ()  # the requesting user's local overlay; empty under no_local
+    # the query's and the objective's vectors when the caller holds them (a generated corpus whose
+    # vectors no model made); None: selection_request embeds the texts
+    query_vector: tuple[float, ...] | None = None
+    objective_vector: tuple[float, ...] | None = None
 
 
 def selection_request(
     inputs: SelectionInputs, index: CorpusIndex, *, timings: StageTimings | None = None
 ) -> SelectionRequest:
-    """The engine request for `inputs`: query and objective embedded (each alone, once per process)."""
+    """The engine request for `inputs`: query and objective embedded (each alone, once per process),
+    unless `inputs` carries their vectors."""
     query_vector = objective_vector = None
-    if inputs.use_dense and index.dense is not None:
+    if inputs.use_dense and index.dense is not None and inputs.query_vector is not None:
+        query_vector, objective_vector = inputs.query_vector, inputs.objective_vector
+    elif inputs.use_dense and index.dense is not None:
         with timed(timings, TimedStage.EMBED):
             if inputs.work_frame.objective:
                 query_vector, objective_vector = embed_queries([inputs.query, inputs.work_frame.objective])

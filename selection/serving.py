@@ -1,12 +1,15 @@
-"""Selections asked for by a person or an agent (API, MCP): check the role, run the one service.
+"""Selections asked for by a person, an agent (API, MCP) or the bench: check the request, run the one service.
 
 Anyone who may read a project may select from it (the trace records the read); the oracle CO is
 refused, since it reads a task's hidden ledger. The selection itself is services.run_selection,
-the path every other interface takes.
+the path every other interface takes; a corpus its caller holds in memory (HeldCorpus, the bench's
+generated corpora) is selected from through the same checks and services.selection_run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -14,15 +17,33 @@ from django.shortcuts import get_object_or_404
 
 from authority import access
 from selection.engine.conditions import UnknownCondition, get_condition
+from selection.engine.index import CorpusIndex
+from selection.engine.policy import UnknownWorkType as EngineUnknownWorkType
 from selection.engine.routing.report import strict_refusal
 from selection.engine.routing.types import RoutingInputs
-from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
+from selection.engine.timings import StageTimings
+from selection.engine.types import SIGNAL_KINDS, EngineConfig, ProjectFrame, WorkFrame, WorkSignal
+from selection.services import SelectionInputs, UnknownWorkType, selection_run
 
 from .models import OutcomeVerdict, Project, Trace, TraceOutcome
 from .services import Selection, SelectionError, run_selection
 
 ORACLE = "CO"
 API_SOURCE = "api"
+
+
+@dataclass(frozen=True)
+class HeldCorpus:
+    """A corpus its caller holds in memory, selected from without the database: each project's
+    frame by slug, the index, the vectors of every query it is asked (the query's and its
+    objective's, as the holder made them: no model runs), its standpoint and engine configuration.
+    Nobody holds a role in it and no trace of it is written."""
+
+    frames: Mapping[str, ProjectFrame]
+    index: CorpusIndex
+    vectors: Mapping[str, tuple[tuple[float, ...], tuple[float, ...] | None]]
+    standpoint: datetime | None = None
+    config: EngineConfig | None = None
 
 
 def select_for_user(
@@ -41,6 +62,8 @@ def select_for_user(
     source: str = API_SOURCE,
     builder: str = "default",
     routing: RoutingInputs | None = None,
+    held: HeldCorpus | None = None,
+    timings: StageTimings | None = None,
 ) -> Selection:
     """Select for `user` in one project; the query is the signals' contents when none is given.
 
@@ -52,9 +75,17 @@ def select_for_user(
     `builder` establishes the work frame from the signals ("default": declared when a work type is
     given, else the frame's configured builder); `routing` carries the routing inputs, and the
     user's local overlay units join the request unless `routing.no_local`.
+
+    `held`: the project is one of a corpus the caller holds (HeldCorpus): no role is checked, the
+    selection runs on its index with its vectors and configuration, and no trace is written
+    (`selection.trace` is None). `timings` records the stages services.selection_run records (and
+    the trace write): the bench's clock.
     """
-    project = get_object_or_404(Project.objects.select_related("corpus"), slug=project_slug)
-    access.access_read(user, project)
+    if held is None:
+        project = get_object_or_404(Project.objects.select_related("corpus"), slug=project_slug)
+        access.access_read(user, project)
+    elif project_slug not in held.frames:
+        raise SelectionError(f'no project "{project_slug}" in the held corpus')
     try:
         get_condition(condition)
     except UnknownCondition as error:
@@ -73,7 +104,7 @@ def select_for_user(
         missing = [i for i in ids if i not in known]
         if missing:
             raise SelectionError(f"cites.{field} names signal {missing[0]!r}, which the request does not declare")
-    standpoint = standpoint or project.corpus.standpoint
+    standpoint = standpoint or (project.corpus.standpoint if held is None else held.standpoint)
     work_frame = WorkFrame(
         objective=objective,
         work_type=work_type or None,
@@ -83,31 +114,90 @@ def select_for_user(
         establishment="declared" if work_type else "unknown",
         cites=tuple((field, tuple(ids)) for field, ids in sorted(cites.items())),
     )
-    selection = run_selection(
-        project=project,
-        query=query,
-        work_frame=work_frame,
-        budget_tokens=budget_tokens if budget_tokens is not None else settings.FG_DEFAULT_BUDGET,
-        condition=condition,
-        standpoint=standpoint,
-        source=source,
-        builder=builder,
-        routing=routing,
-        user=user,
-    )
+    budget_tokens = budget_tokens if budget_tokens is not None else settings.FG_DEFAULT_BUDGET
+    if held is not None:
+        selection = _held_selection(
+            held, project_slug, query=query, work_frame=work_frame, budget_tokens=budget_tokens,
+            condition=condition, standpoint=standpoint, builder=builder, routing=routing, timings=timings,
+        )
+    else:
+        selection = run_selection(
+            project=project,
+            query=query,
+            work_frame=work_frame,
+            budget_tokens=budget_tokens,
+            condition=condition,
+            standpoint=standpoint,
+            source=source,
+            builder=builder,
+            routing=routing,
+            user=user,
+            timings=timings,
+        )
     report = selection.result.trace.routing
     if report is not None and report.refused:
         raise StrictRoutingRefused(selection)
     return selection
 
 
+def _held_selection(
+    held: HeldCorpus,
+    project_slug: str,
+    *,
+    query: str,
+    work_frame: WorkFrame,
+    budget_tokens: int,
+    condition: str,
+    standpoint: datetime | None,
+    builder: str,
+    routing: RoutingInputs | None,
+    timings: StageTimings | None,
+) -> Selection:
+    """run_selection's work on a held corpus: its frame, the work frame established by the
+    builder, its index and vectors; nothing read from or written to the database."""
+    from selection.framing import FramingError, builder_for, work_frame_establish
+
+    project_frame = held.frames[project_slug]
+    try:
+        builder = builder_for(builder, work_frame, project_frame)
+        if builder == "similarity":
+            raise SelectionError("the similarity builder reads the project's past tasks: a held corpus has none")
+        work_frame = work_frame_establish(
+            builder=builder,
+            project=None,
+            project_frame=project_frame,
+            work_frame=work_frame,
+        )
+    except EngineUnknownWorkType as error:
+        raise UnknownWorkType(str(error)) from error
+    except FramingError as error:
+        raise SelectionError(str(error)) from error
+    if query not in held.vectors:
+        raise SelectionError("the held corpus has no vectors for this query")
+    query_vector, objective_vector = held.vectors[query]
+    inputs = SelectionInputs(
+        project_frame=project_frame,
+        work_frame=work_frame,
+        query=query,
+        budget_tokens=budget_tokens,
+        condition=condition,
+        standpoint=standpoint,
+        routing=routing or RoutingInputs(),
+        query_vector=query_vector,
+        objective_vector=objective_vector,
+    )
+    result = selection_run(inputs, held.index, config=held.config, timings=timings)
+    return Selection(result=result, trace=None, project_frame=project_frame)
+
+
 class StrictRoutingRefused(SelectionError):
-    """Strict routing produced no bundle; the refusal is traced (`selection.trace`)."""
+    """Strict routing produced no bundle; the refusal is traced (`selection.trace`; none on a held corpus)."""
 
     def __init__(self, selection: Selection):
         self.selection = selection
         self.status, why = strict_refusal(selection.result.trace.routing)
-        super().__init__(f"strict routing refused (trace {selection.trace.pk}): {why}")
+        traced = f" (trace {selection.trace.pk})" if selection.trace is not None else ""
+        super().__init__(f"strict routing refused{traced}: {why}")
 
 
 def outcome_report(*, user, trace_id: int, verdict: str, note: str = "", missing_units=()) -> TraceOutcome:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,15 @@ from django.core.management import call_command
 import bench
 from authority.models import RoleGrant
 from bench.generator import generate
+from bench.held import CpuTimings, held, serve, task_asks
 from bench.reference import ReferenceRetriever, StrongReferenceRetriever
 from selection.engine.index import CorpusIndex, IvfSearcher, NumpyExactSearcher
 from selection.engine.index.dense import normalise_vector
 from selection.engine.index.ivf import exact_cosines
 from selection.engine.pipeline import select
-from selection.engine.types import SelectionRequest, WorkFrame
+from selection.engine.timings import TimedStage
+from selection.engine.types import EngineConfig, SelectionRequest, WorkFrame
+from selection.services import SelectionError
 
 SIZE = 300
 
@@ -235,6 +239,64 @@ def test_the_bench_measures_through_hooks_and_touches_nothing_private():
                     and not node.attr.startswith("__"):
                 offences.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
     assert offences == []
+
+
+@pytest.mark.parametrize("condition", ["C0", "C4", "C6"])
+def test_a_held_corpus_selection_is_the_engines_own(condition):
+    # the serving function on a held corpus gives what the engine gives the same request: the bundle
+    # and the whole trace, timed or not, under the default and a scoped configuration
+    corpus = generate(600, seed=9, tasks=6)
+    index = CorpusIndex.build(corpus.units, corpus.vectors)
+    asks = task_asks(corpus.tasks, condition)
+    for config in (None, EngineConfig(scope_at_retrieval=True)):
+        served = held(corpus.frames, index, asks, config=config)
+        for task, ask in zip(corpus.tasks, asks, strict=True):
+            request = SelectionRequest(
+                project_frame=corpus.frames[task.project],
+                work_frame=WorkFrame(objective=task.objective, work_type=task.work_type, standpoint=task.standpoint),
+                query=task.query, budget_tokens=task.budget_tokens, condition=condition,
+                query_vector=task.query_vector, objective_vector=task.objective_vector,
+            )
+            engine = select(request, index, config)
+            timings = CpuTimings()
+            result = serve(served, ask, timings)
+            assert result.bundle.digest == engine.bundle.digest and result.trace == engine.trace
+            assert timings.ms(TimedStage.SELECT) >= timings.ms(TimedStage.RETRIEVAL) > 0
+            assert timings.cpu_ms(TimedStage.SELECT) > 0
+
+
+def test_a_held_corpus_is_served_under_the_serving_functions_checks():
+    corpus = generate(300, seed=9, tasks=2)
+    asks = task_asks(corpus.tasks, "C6")
+    served = held(corpus.frames, CorpusIndex.build(corpus.units, corpus.vectors), asks)
+    for ask, refused in ((replace(asks[0], condition="CO"), "oracle"),
+                         (replace(asks[0], condition="C9"), "C9"),
+                         (replace(asks[0], project="elsewhere"), "elsewhere"),
+                         (replace(asks[0], query="never asked"), "no vectors")):
+        with pytest.raises(SelectionError, match=refused):
+            serve(served, ask)
+    with pytest.raises(ValueError, match="two sets of vectors"):
+        held(corpus.frames, served.index, [asks[0], replace(asks[0], objective_vector=None)])
+
+
+def test_the_bench_selects_through_the_serving_function_and_builds_no_engine_request():
+    # every bench selection is asked of selection.serving.select_for_user (bench/held.py and the
+    # end-to-end part): no bench module runs the engine's select() or builds its request or work frame
+    forbidden = {"SelectionRequest", "WorkFrame", "run_selection", "selection_request"}
+    offences = []
+    for path in sorted(Path(bench.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "selection.engine.pipeline":
+                offences += [f"{path.name}: imports pipeline.{a.name}" for a in node.names if a.name == "select"]
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name in forbidden:
+                offences.append(f"{path.name}:{node.lineno} names {name}")
+            if isinstance(node, ast.alias) and node.name in forbidden:
+                offences.append(f"{path.name}: imports {node.name}")
+    assert offences == []
+    served = {path.name for path in Path(bench.__file__).parent.glob("*.py")
+              if "select_for_user" in path.read_text()}
+    assert {"held.py", "end_to_end.py"} <= served
 
 
 def test_strong_reference_retrieves_what_the_naive_one_does():

@@ -1,5 +1,5 @@
-"""The bench's prefix stability part: consecutive selections of one task sequence
-open with the same routed envelope, and the figures are the ones the bundles give. No database."""
+"""The bench's prefix stability part: consecutive selections of one task sequence open with the
+same routed envelope, and the figures are the ones the bundles give. No database."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bench.prefix_stability import sequences, targets, time_prefix, with_roots
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import prefix_stability
 from selection.engine.pipeline import select
+from selection.engine.types import SelectionRequest, WorkFrame
 
 UNITS, SEED, COUNT, STEPS = 400, 3, 4, 4
 TIMES = ("generate_s", "select_s")
@@ -22,6 +23,16 @@ TIMES = ("generate_s", "select_s")
 @pytest.fixture(scope="module")
 def part():
     return time_prefix(UNITS, SEED, COUNT, STEPS)
+
+
+def _request(ask, frame) -> SelectionRequest:
+    """The engine request an ask stands for, under `frame`: the bundles the part's figures must give."""
+    return SelectionRequest(
+        project_frame=frame,
+        work_frame=WorkFrame(objective=ask.objective, work_type=ask.work_type, standpoint=ask.standpoint),
+        query=ask.query, budget_tokens=ask.budget_tokens, condition=ask.condition,
+        query_vector=ask.query_vector, objective_vector=ask.objective_vector,
+    )
 
 
 def _figures(result: dict) -> dict:
@@ -43,11 +54,13 @@ def test_a_sequence_is_one_piece_of_work_whose_query_moves():
     work = sequences(corpus, COUNT, STEPS, SEED)
     assert [len(seq) for seq in work] == [STEPS] * COUNT
     # every project in turn
-    assert [seq[0].project_frame.project for seq in work] == corpus.slugs[:COUNT]
+    assert [seq[0].project for seq in work] == corpus.slugs[:COUNT]
     for seq in work:
         first = seq[0]
         for step in seq[1:]:  # the frame, the work and the objective stay; the query moves
-            assert step.project_frame == first.project_frame and step.work_frame == first.work_frame
+            assert step.project == first.project
+            assert (step.objective, step.work_type, step.standpoint) == (
+                first.objective, first.work_type, first.standpoint)
             assert step.objective_vector == first.objective_vector
             assert step.budget_tokens == first.budget_tokens and step.condition == "C6"
         assert len({s.query for s in seq}) == STEPS and len({s.query_vector for s in seq}) == STEPS
@@ -64,8 +77,8 @@ def test_consecutive_bundles_share_the_routed_prefix_as_the_bundles_show(part):
     roots = set(roots)
     bundles = []
     for seq in sequences(corpus, COUNT, STEPS, SEED):
-        frame = replace(seq[0].project_frame, bundle_order="stable")
-        bundles.append([select(replace(r, project_frame=frame), index).bundle for r in seq])
+        frame = replace(corpus.frames[seq[0].project], bundle_order="stable")
+        bundles.append([select(_request(r, frame), index).bundle for r in seq])
     stable = part["orders"]["stable"]
     assert stable["prefix_share"] == round(
         prefix_stability({str(i): [b.rendered for b in seq] for i, seq in enumerate(bundles)}), 4)
