@@ -28,8 +28,8 @@ from functools import cache
 from pathlib import Path
 
 import selection
-from selection.embeddings import configured_model_dir
 from selection.engine.pipeline import ENGINE_VERSION
+from selection.serving.embeddings import configured_model_dir
 
 _SELECTION = Path(selection.__file__).resolve().parent
 

@@ -29,17 +29,17 @@ from governance import frames as frame_rules
 from governance import selectors as governance_selectors
 from governance.models import Proposal, ProposalState
 from governance.services import GovernanceError, InputRefused, proposal_sync_state
-from selection import store, telemetry
+from selection import telemetry
 from selection.corpus.frames import merge_patch
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import leakage, score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.engine.types import ContextBundle, ProjectFrame, SelectionResult, WorkFrame
-from selection.framing import FramingError, task_work_frame
+from selection.evaluation.scoring import ledgers_for_tasks
+from selection.memory import store
 from selection.models import Project, Task, Trace, TraceTombstone
-from selection.scoring import ledgers_for_tasks
-from selection.selectors import stored_inputs
-from selection.services import (
+from selection.serving.framing import FramingError, task_work_frame
+from selection.serving.selections import (
     SelectionError,
     SelectionInputs,
     TraceEntry,
@@ -48,6 +48,7 @@ from selection.services import (
     trace_write,
     traces_write,
 )
+from selection.traces.selectors import stored_inputs
 
 from . import ablation as ablation_rules
 from . import gates as gate_rules

@@ -5,6 +5,6 @@ The set and its versions are selection's (selection.tasksets): the labelling of 
 
 from __future__ import annotations
 
-from selection.tasksets import project_tasks, task_set_digest, task_set_version_record, tasks_digest
+from selection.evaluation.task_sets import project_tasks, task_set_digest, task_set_version_record, tasks_digest
 
 __all__ = ["project_tasks", "task_set_digest", "task_set_version_record", "tasks_digest"]

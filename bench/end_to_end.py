@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import time
 
-from selection import index_cache, services, store
 from selection.engine.index import CorpusIndex
 from selection.engine.timings import StageTimings, TimedStage
+from selection.memory import index_cache, store
 from selection.models import Task
+from selection.serving import selections as services
 
 from .database import StoredBench
 from .generator import SyntheticCorpus

@@ -25,7 +25,7 @@ from pathlib import Path
 from selection.engine.index import IVF_THRESHOLD, CorpusIndex
 from selection.engine.pipeline import select
 from selection.engine.types import SelectionRequest
-from selection.index_cache import read_index, write_index
+from selection.memory.index_cache import read_index, write_index
 
 from .generator import generate
 from .selection_latency import engine_requests

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from selection.engine.index import NumpyExactSearcher
-from selection.hnsw.index import build_hnsw_index, index_options, pgvector_refusal, searcher_for_corpus
+from selection.memory.hnsw.index import build_hnsw_index, index_options, pgvector_refusal, searcher_for_corpus
 from selection.models import Project
 
 from .database import StoredBench

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
-from selection.hnsw import support as hnsw_support
+from selection.memory.hnsw import support as hnsw_support
 
 from . import embedded
 

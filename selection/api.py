@@ -17,15 +17,16 @@ from django.urls import reverse
 from ninja import Field, File, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 
+from selection import serving
+from selection.api_fields import Id, Text
 from selection.engine.explain import trace_diff
 from selection.engine.routing.report import routing_summary
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkSignal
-
-from . import jobs, labelling, redaction, selectors, serving
-from .api_fields import Id, Text
-from .evaluation_report import corpus_evaluations, corpus_for_name, evaluation_for_pk, evaluation_task_sets
-from .models import Corpus, Evaluation, Job
+from selection.evaluation import jobs
+from selection.evaluation.report import corpus_evaluations, corpus_for_name, evaluation_for_pk, evaluation_task_sets
+from selection.models import Corpus, Evaluation, Job
+from selection.traces import labelling, redaction, selectors
 
 router = Router(tags=["selection"])
 

@@ -6,7 +6,8 @@ from datetime import datetime
 
 from celery import shared_task
 
-from . import jobs, retention
+from selection.evaluation import jobs
+from selection.traces import retention
 
 
 @shared_task(name="selection.run_job", acks_late=True)

@@ -1,7 +1,10 @@
 from django.urls import path
 
-from . import views as trace_views
-from . import views_chain, views_evaluation, views_jobs, views_labelling, views_retention, views_units
+from selection.evaluation import views as views_evaluation
+from selection.evaluation import views_jobs
+from selection.memory import views as views_units
+from selection.traces import views as trace_views
+from selection.traces import views_chain, views_labelling, views_retention
 
 urlpatterns: list = []
 

@@ -9,6 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from selection.engine.candidate_records import own_relevance, retrieval_parts, retriever_config
+from selection.engine.candidate_records import records as candidate_records
+
 from . import signals as sig
 from .budget import admit_within_budget
 from .coalesce import coalesce, one_item_each
@@ -23,8 +26,6 @@ from .policy import (
     work_type_preferences,
 )
 from .reason_codes import ReasonCode, Stage
-from .records import own_relevance, retrieval_parts, retriever_config
-from .records import records as candidate_records
 from .render import render_bundle
 from .retrieval import Pool, build_pool, search
 from .routing.report import strict_refusal

@@ -53,7 +53,7 @@ ABLATED = {
 
 @pytest.fixture
 def book(db):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     return corpus_import(BOOK)
 

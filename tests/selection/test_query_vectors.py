@@ -3,7 +3,7 @@ the same request gets the same vector, hence the same selection, in every proces
 
 from __future__ import annotations
 
-from selection import services
+from selection.serving import selections as services
 
 QUERY = "latency budget for the search page"
 # longer than the query: in one batch the query would be padded to its length

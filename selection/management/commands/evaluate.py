@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.evaluation import ECODES, LOSS_STAGES, EvaluationError, evaluation_run
+from selection.evaluation.ladder import ECODES, LOSS_STAGES, EvaluationError, evaluation_run
 
 SHORT = {
     "must_include_recall": "recall",

@@ -16,7 +16,7 @@ from selection.engine.routing.report import routing_summary, strict_refusal
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
 from selection.models import Project
-from selection.services import SelectionError, UnknownWorkType, run_selection
+from selection.serving.selections import SelectionError, UnknownWorkType, run_selection
 
 
 def read_signals(path: str) -> tuple[tuple[WorkSignal, ...], dict]:

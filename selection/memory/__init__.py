@@ -1,0 +1,1 @@
+"""Memory as stored: corpora, projects, units and links; import, export, uploads, erasure, local overlays, the index."""

@@ -1,0 +1,453 @@
+"""Writes of the selection app: run a selection and persist its trace, replay a task or a trace.
+
+`selection_run` is the one function that builds a selection request from resolved inputs and runs
+the engine: the page, the command, evaluations, backtest replays, verification, counterfactuals,
+then-and-now and the bench all reach the engine through it. Import and export of corpora live in
+selection/importing.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from authority import access
+from authority.audit import audit_record
+from authority.selectors import current_frame_version
+from selection import telemetry
+from selection.engine.index import CorpusIndex
+from selection.engine.pipeline import select
+from selection.engine.policy import UnknownWorkType as EngineUnknownWorkType
+from selection.engine.routing.types import RoutingInputs
+from selection.engine.serialisation import to_jsonable
+from selection.engine.timings import StageTimings, TimedStage, timed
+from selection.engine.types import (
+    ContextTrace,
+    EngineConfig,
+    ProjectFrame,
+    SelectionRequest,
+    SelectionResult,
+    Unit,
+    WorkFrame,
+)
+from selection.evaluation.scoring import ledger_for_task
+from selection.memory import store
+from selection.models import Project, Task, Trace, TraceCandidate
+from selection.serving import embeddings
+from selection.traces.chain import canonical_engine, chain_link
+
+
+class SelectionError(ValueError):
+    """A selection request that cannot run (unknown project, no promoted frame, bad condition)."""
+
+
+class UnknownWorkType(SelectionError):
+    """A caller declared a work type the project frame does not list (the API answers 422): it
+    never silently becomes the frame's default classes."""
+
+
+_QUERY_VECTORS: OrderedDict[str, tuple[float, ...]] = OrderedDict()
+_QUERY_CACHE_SIZE = 4096
+_query_lock = threading.Lock()
+
+
+def embed_queries(texts: list[str]) -> list[tuple[float, ...]]:
+    """Dense vectors of queries and objectives, each text in a forward pass of its own; repeated
+    texts (replays, evaluations) are embedded once per process.
+
+    Not one batch: padded to a longer text of its batch, a query came out different in the last
+    bits (up to 2e-7 a component), so its vector, and at a near tie its selection, depended on the
+    objective it happened to be embedded with; and the padded pair cost more than two passes
+    (docs/performance.md, "Replays and the end-to-end path")."""
+    with _query_lock:
+        missing = [t for t in dict.fromkeys(texts) if t not in _QUERY_VECTORS]
+    if missing:
+        vectors = [embeddings.embed_texts([text])[0] for text in missing]
+        with _query_lock:
+            for text, vector in zip(missing, vectors, strict=True):
+                _QUERY_VECTORS[text] = tuple(float(x) for x in vector)
+            while len(_QUERY_VECTORS) > _QUERY_CACHE_SIZE:
+                _QUERY_VECTORS.popitem(last=False)
+    with _query_lock:
+        found = [_QUERY_VECTORS.get(t) for t in texts]
+    # a text evicted between the two locks (a very busy cache) is embedded again, alone
+    return [v if v is not None else embed_queries([t])[0] for t, v in zip(texts, found, strict=True)]
+
+
+def embed_query(text: str) -> tuple[float, ...]:
+    return embed_queries([text])[0]
+
+
+def embed_cache_clear() -> None:
+    with _query_lock:
+        _QUERY_VECTORS.clear()
+
+
+@dataclass(frozen=True)
+class SelectionInputs:
+    """What a selection is made from, resolved: the frame in force, the work frame, the request.
+
+    Every interface resolves its own arguments (a task, a stored trace, a command line, a form)
+    into this and hands it to `selection_run`; nothing else builds an engine request.
+    """
+
+    project_frame: ProjectFrame
+    work_frame: WorkFrame
+    query: str
+    budget_tokens: int
+    condition: str = "C6"
+    standpoint: datetime | None = None
+    ledger: dict[str, str] | None = None  # only the oracle (CO) reads it
+    use_dense: bool = True
+    # declared routing inputs (task category, path scope, overlays, strict, no_local)
+    routing: RoutingInputs = field(default_factory=RoutingInputs)
+    local_units: tuple[Unit, ...] = ()  # the requesting user's local overlay; empty under no_local
+
+
+def selection_request(
+    inputs: SelectionInputs, index: CorpusIndex, *, timings: StageTimings | None = None
+) -> SelectionRequest:
+    """The engine request for `inputs`: query and objective embedded (each alone, once per process)."""
+    query_vector = objective_vector = None
+    if inputs.use_dense and index.dense is not None:
+        with timed(timings, TimedStage.EMBED):
+            if inputs.work_frame.objective:
+                query_vector, objective_vector = embed_queries([inputs.query, inputs.work_frame.objective])
+            else:
+                query_vector = embed_query(inputs.query)
+    return SelectionRequest(
+        project_frame=inputs.project_frame,
+        work_frame=inputs.work_frame,
+        query=inputs.query,
+        budget_tokens=inputs.budget_tokens,
+        condition=inputs.condition,
+        standpoint=inputs.standpoint,
+        query_vector=query_vector,
+        objective_vector=objective_vector,
+        ledger=inputs.ledger,
+        routing=inputs.routing,
+        local_units=inputs.local_units,
+    )
+
+
+def selection_run(
+    inputs: SelectionInputs,
+    index: CorpusIndex,
+    *,
+    config: EngineConfig | None = None,
+    timings: StageTimings | None = None,
+) -> SelectionResult:
+    """Build the request and run the engine: the one path from resolved inputs to a result.
+
+    `timings`, when given, records the embeddings, select() whole and the engine's own stages.
+    """
+    request = selection_request(inputs, index, timings=timings)
+    try:
+        with timed(timings, TimedStage.SELECT):
+            return select(request, index, config, timings=timings)
+    except EngineUnknownWorkType as error:
+        raise UnknownWorkType(str(error)) from error
+    except ValueError as error:
+        raise SelectionError(str(error)) from error
+
+
+@dataclass(frozen=True)
+class Selection:
+    result: SelectionResult
+    trace: Trace | None
+    project_frame: ProjectFrame
+
+
+def frame_for(project: Project, frame_version=None):
+    """(number, engine ProjectFrame) of a FrameVersion, or of the current promoted one."""
+    version = frame_version or current_frame_version(project=project)
+    if version is None:
+        raise SelectionError(f'project "{project.slug}" has no promoted frame version')
+    return store.frame_of_version(version.pk, version=version)
+
+
+@telemetry.traced_selection
+def run_selection(
+    *,
+    project: Project,
+    query: str,
+    work_frame: WorkFrame,
+    budget_tokens: int,
+    condition: str = "C6",
+    frame_version=None,
+    standpoint: datetime | None = None,
+    task: Task | None = None,
+    ledger: dict[str, str] | None = None,
+    source: str = "select",
+    persist: bool = True,
+    use_dense: bool = True,
+    builder: str | None = None,
+    abstention: bool = True,
+    timings: StageTimings | None = None,
+    routing: RoutingInputs | None = None,
+    user=None,
+) -> Selection:
+    """Select context for one request through the engine and (by default) write its trace.
+
+    `builder` establishes the work frame from its signals first ("default": declared when a work
+    type is given, else the frame's configured builder); None runs `work_frame` as given (replays
+    of a stored frame). `abstention=False` runs every frame at full strength, whatever its
+    establishment (the evaluation's "no abstention" column). `timings` records what selection_run
+    records, and the trace write. `routing` carries the declared routing inputs (task category,
+    path scope, overlays, strict, no_local) as one frozen RoutingInputs; every interface (command,
+    API, evaluation, replay) passes the same type. Under `routing.strict` an incomplete or
+    conflicted request gives an empty bundle whose trace says why
+    (`result.trace.routing.refused`). `user`: whose local overlay units join the request, unless
+    `routing.no_local`.
+    """
+    from selection.serving.framing import FramingError, builder_for, work_frame_establish
+
+    routing = routing or RoutingInputs()
+    number, project_frame = frame_for(project, frame_version)
+    try:
+        if builder is not None:
+            work_frame = work_frame_establish(
+                builder=builder_for(builder, work_frame, project_frame),
+                project=project,
+                project_frame=project_frame,
+                work_frame=work_frame,
+                task=task,
+            )
+    except EngineUnknownWorkType as error:
+        raise UnknownWorkType(str(error)) from error
+    except FramingError as error:
+        raise SelectionError(str(error)) from error
+    if (
+        work_frame.establishment == "declared"
+        and work_frame.work_type is not None
+        and not project_frame.lists(work_frame.work_type)
+    ):
+        raise UnknownWorkType(str(EngineUnknownWorkType.of(project_frame, work_frame.work_type)))
+    index = store.corpus_index(project.corpus_id)
+    inputs = SelectionInputs(
+        project_frame=project_frame,
+        work_frame=work_frame,
+        query=query,
+        budget_tokens=budget_tokens,
+        condition=condition,
+        standpoint=standpoint,
+        ledger=ledger,
+        use_dense=use_dense,
+        routing=routing,
+        local_units=store.local_units_for(user=user, project=project) if not routing.no_local else (),
+    )
+    result = selection_run(inputs, index, config=EngineConfig(abstention=abstention), timings=timings)
+    trace = None
+    if persist:
+        with timed(timings, TimedStage.TRACE_WRITE):
+            trace = trace_write(result, project=project, frame_version=number, task=task, source=source)
+    return Selection(result=result, trace=trace, project_frame=project_frame)
+
+
+def trace_write(
+    result: SelectionResult, *, project: Project, frame_version: int, task: Task | None, source: str
+) -> Trace:
+    """Persist a trace: one header row, one row per candidate; neither is ever updated."""
+    entry = TraceEntry(result, project, frame_version, task, source)
+    return traces_write([entry])[0]
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One selection to persist with `traces_write`."""
+
+    result: SelectionResult
+    project: Project
+    frame_version: int
+    task: Task | None
+    source: str
+
+
+def traces_write(entries: list[TraceEntry]) -> list[Trace]:
+    """Persist many traces in one bulk insert of their headers and one COPY of every candidate, in
+    entry order. Each candidate's record is encoded to JSON text once (chain.canonical_engine): the text
+    the chain digest is taken over is the text COPY sends."""
+    headers: list[Trace] = []
+    rows: list[_CandidateRow] = []
+    built = []
+    texts: list[list[str]] = []
+    for entry in entries:
+        trace, candidates, records = _trace_rows(entry)
+        headers.append(trace)
+        rows.extend(candidates)
+        built.append((trace, candidates))
+        texts.append(records)
+    with transaction.atomic():
+        # each project's chain is locked from here to commit: its writers append one at a time
+        chain_link(built, texts)
+        Trace.objects.bulk_create(headers, batch_size=500)
+        # each candidate's trace got its pk from the insert above (PostgreSQL returns ids)
+        _copy_candidates(rows, [text for records in texts for text in records])
+    return headers
+
+
+_CANDIDATE_COLUMNS = (
+    "trace_id", "position", "unit_uid", "project_slug", "evidence_class", "disposition", "stage",
+    "reason_code", "record",
+)
+
+
+@dataclass(frozen=True)
+class _CandidateRow:
+    """A TraceCandidate row to COPY (the fields chain.content_digest reads, and its trace)."""
+
+    trace: Trace
+    position: int
+    unit_uid: str
+    project_slug: str
+    evidence_class: str
+    disposition: str
+    stage: str
+    reason_code: str
+    record: str  # its canonical JSON text (what COPY sends and the chain digest reads)
+
+
+def _copy_candidates(rows: list[_CandidateRow], records: list[str]) -> None:
+    """COPY the candidate rows in one stream, each record as the JSON text already encoded:
+    bulk_create quotes every JSON record client-side, which cost ~10x more for a 40-candidate
+    trace (docs/performance.md)."""
+    if not rows:
+        return
+    table = TraceCandidate._meta.db_table
+    sql = f"COPY {table} ({', '.join(_CANDIDATE_COLUMNS)}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for row, record in zip(rows, records, strict=True):
+            copy.write_row(
+                (
+                    row.trace.pk, row.position, row.unit_uid, row.project_slug,
+                    row.evidence_class, row.disposition, row.stage, row.reason_code,
+                    record,
+                )
+            )
+
+
+_HEADER_FIELDS = tuple(f.name for f in dataclass_fields(ContextTrace) if f.name != "candidates")
+
+
+def _plain_text(value) -> str:
+    """A candidate's column value as its JSON form gives it (a str, or a str Enum's value)."""
+    return value if type(value) is str else to_jsonable(value)
+
+
+def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[_CandidateRow], list[str]]:
+    """The trace's header row, its candidate rows, and each candidate's record as JSON text.
+
+    The header is the trace's JSON form less its candidates; each candidate's record goes straight
+    from the frozen CandidateRecord to its canonical text (chain.canonical_engine), never through a
+    dict, and its columns are read off the record."""
+    result, engine_trace = entry.result, entry.result.trace
+    trace_doc = {name: to_jsonable(getattr(engine_trace, name)) for name in _HEADER_FIELDS}
+    trace = Trace(
+        created_at=timezone.now(),
+        project=entry.project,
+        frame_version=entry.frame_version,
+        task=entry.task,
+        condition=engine_trace.condition,
+        query=engine_trace.query,
+        standpoint=engine_trace.standpoint,
+        budget_tokens=engine_trace.budget_tokens,
+        policy_version=engine_trace.policy_version,
+        engine_version=engine_trace.engine_version,
+        bundle_digest=result.bundle.digest,
+        bundle_tokens=result.bundle.tokens,
+        admitted=list(result.bundle.unit_ids()),
+        header=trace_doc,
+        bundle=result.bundle.as_dict(),
+        source=entry.source,
+    )
+    rows = []
+    texts = []
+    for i, record in enumerate(engine_trace.candidates):
+        text = canonical_engine(record)
+        rows.append(
+            _CandidateRow(
+                trace, i, _plain_text(record.unit_id), _plain_text(record.project),
+                _plain_text(record.evidence_class), _plain_text(record.disposition),
+                _plain_text(record.stage), _plain_text(record.reason_code), text,
+            )
+        )
+        texts.append(text)
+    return trace, rows, texts
+
+
+def replay_task(
+    *,
+    task: Task,
+    frame_version=None,
+    condition: str = "C6",
+    work_type: str | None = None,
+    source: str = "evaluation",
+    persist: bool = True,
+    work_frame: WorkFrame | None = None,
+    abstention: bool = True,
+) -> Selection:
+    """Replay one corpus task: its declared work frame (another work type, or a frame a builder
+    established from its signals), query and budget."""
+    if work_frame is None:
+        work_frame = store.work_frame_for_task(task, work_type=work_type)
+    return run_selection(
+        project=task.project,
+        query=task.query,
+        work_frame=work_frame,
+        budget_tokens=task.budget_tokens,
+        condition=condition,
+        frame_version=frame_version,
+        standpoint=task.standpoint,
+        task=task,
+        # only the oracle reads the ledger; no other condition is handed it
+        ledger=ledger_for_task(task) if condition == "CO" else None,
+        source=source,
+        persist=persist,
+        abstention=abstention,
+        routing=store.routing_inputs_for_task(task),
+    )
+
+
+def trace_replay(*, trace: Trace, actor, source: str = "replay") -> Trace:
+    """Replay a stored trace's work frame, query, budget, standpoint and condition under today's
+    promoted frame; the new trace and its audit entry are written together. Needs a lead or a
+    reviewer of the trace's project (authority.access.access_replay)."""
+    access.access_replay(actor, trace.project)
+    engine_trace = store.trace_result(trace).trace
+    ledger = None
+    if engine_trace.condition == "CO" and trace.task_id:
+        ledger = ledger_for_task(trace.task)
+    with transaction.atomic():
+        selection = run_selection(
+            project=trace.project,
+            query=engine_trace.query,
+            work_frame=engine_trace.work_frame,
+            budget_tokens=engine_trace.budget_tokens,
+            condition=engine_trace.condition,
+            standpoint=engine_trace.standpoint,
+            task=trace.task,
+            ledger=ledger,
+            source=source,
+            use_dense=engine_trace.retriever.dense != "none",
+            abstention=engine_trace.config.abstention,
+            # the routing inputs as declared; a replay passes no user, so no local overlay units
+            routing=engine_trace.routing.inputs if engine_trace.routing else None,
+        )
+        audit_record(
+            actor=actor,
+            project=trace.project,
+            action="trace.replayed",
+            obj=selection.trace,
+            summary=(
+                f"trace {trace.pk} replayed under frame v{selection.trace.frame_version}"
+                f" as trace {selection.trace.pk}"
+            ),
+            payload={"from_trace": trace.pk, "to_trace": selection.trace.pk},
+        )
+    return selection.trace
