@@ -11,6 +11,7 @@ import logging
 import shutil
 from pathlib import Path
 
+from celery import shared_task
 from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -31,8 +32,6 @@ def _queue(job: Job) -> None:
 
 
 def _launch(job_id: int) -> None:
-    from selection.tasks import run_job  # tasks.py builds on this module
-
     try:
         run_job.delay(job_id)
     except Exception as error:  # the broker is down or refused: say so on the job
@@ -93,6 +92,12 @@ def job_run(job_id: int) -> Job:
         if job.kind == JobKind.IMPORT and job.params.get("directory"):
             shutil.rmtree(staged_root(Path(job.params["directory"])), ignore_errors=True)
     return Job.objects.get(pk=job.pk)
+
+
+@shared_task(name="selection.run_job", acks_late=True)
+def run_job(job_id: int) -> str:
+    """The worker's task: run one queued job (selection/tasks.py registers it)."""
+    return job_run(job_id).status
 
 
 def _progress(job: Job, step: str):

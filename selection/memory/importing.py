@@ -36,7 +36,7 @@ from selection.memory.generated import links_copy, unit_copy_row, units_copy
 from selection.models import Corpus, LedgerEntry, MemoryUnit, Project, Task, TaskSignal
 from selection.serving import embeddings
 
-__all__ = ["CorpusRefused", "corpus_check", "corpus_export", "corpus_import"]
+__all__ = ["CorpusRefused", "corpus_check", "corpus_import"]
 
 EMBED_BATCH = 64
 WRITE_BATCH = 1000
@@ -347,9 +347,3 @@ def _write_task(
     )
     return task
 
-
-def corpus_export(name: str, path: str | Path, **options: Any) -> Path:
-    """selection.exporting.corpus_export, reachable from where corpus_import lives."""
-    from selection.memory.exporting import corpus_export as export
-
-    return export(name, path, **options)

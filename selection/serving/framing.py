@@ -15,7 +15,9 @@ from selection.engine.builders import (
 )
 from selection.engine.builders.common import signals_text
 from selection.engine.types import ProjectFrame, WorkFrame, WorkSignal
+from selection.memory import store
 from selection.models import Project, Task
+from selection.serving.query_vectors import embed_queries
 from selection.serving.reader_model import completion_client
 
 
@@ -46,8 +48,6 @@ def task_signals(task: Task) -> tuple[WorkSignal, ...]:
 def exemplars_for(project: Project, *, exclude_task_id: int | None) -> tuple[Exemplar, ...]:
     """The project's tasks whose work type a person declared, as neighbours for the similarity
     builder; the task being judged is never among them."""
-    from selection.serving.selections import embed_queries
-
     tasks = [
         t
         for t in Task.objects.filter(project=project).prefetch_related("signals").order_by("position", "uid")
@@ -72,8 +72,6 @@ def work_frame_establish(
 ) -> WorkFrame:
     """The WorkFrame `builder` establishes from `work_frame`'s signals (the declared builder keeps
     the caller's frame and refuses a work type the project frame does not list)."""
-    from selection.serving.selections import embed_queries
-
     if builder not in BUILDERS:
         raise FramingError(f"unknown frame builder {builder!r}; known: {', '.join(BUILDERS)}")
     tools = BuilderTools()
@@ -112,8 +110,6 @@ def task_work_frame(*, task: Task, builder: str, project_frame: ProjectFrame) ->
     """A corpus task's work frame as `builder` establishes it: the declared builder reads the
     task's declared frame; any other sees only the task's signals (its declared frame stays
     hidden, as it would be from an agent that declares nothing)."""
-    from selection.memory import store
-
     if builder == "declared":
         return store.work_frame_for_task(task)
     signals_only = WorkFrame(

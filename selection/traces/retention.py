@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from celery import shared_task
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -158,3 +159,11 @@ def retention_apply(*, project: Project | None = None, dry_run: bool = False, no
                         payload={"origin": origin, "days": days[origin], "traces": batch},
                     )
     return reports
+
+
+@shared_task(name="selection.apply_retention")
+def apply_retention(as_of: str | None = None) -> int:
+    """The daily beat task (settings.CELERY_BEAT_SCHEDULE): expire traces past their retention.
+    `as_of` (ISO date-time) replaces now, for a rehearsal; returns how many traces expired."""
+    now = datetime.fromisoformat(as_of) if as_of else None
+    return sum(report.total for report in retention_apply(now=now))

@@ -227,7 +227,7 @@ def test_local_overlay_adds_context_never_overrides_and_no_local_gives_the_share
 def test_local_units_are_never_exported(rlab, tmp_path):
     from django.contrib.auth import get_user_model
 
-    from selection.memory.importing import corpus_export
+    from selection.memory.exporting import corpus_export
     from selection.memory.local_overlays import local_unit_put
     from selection.models import Project
 
@@ -239,7 +239,7 @@ def test_local_units_are_never_exported(rlab, tmp_path):
 
 def test_task_routing_block_round_trips_byte_identical_and_drives_evaluation(rlab, tmp_path):
     from selection.corpus import read_corpus, write_corpus
-    from selection.memory.importing import corpus_export
+    from selection.memory.exporting import corpus_export
     from selection.models import Task
     from selection.serving import selections as services
 
