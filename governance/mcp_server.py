@@ -23,11 +23,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from selection import serving
-from selection.api import counterfactual_document, outcome_document, select_document, trace_document
 from selection.engine.types import WorkSignal
 from selection.evaluation.ladder import EvaluationError
+from selection.serving.api import select_document
 from selection.serving.selections import SelectionError
 from selection.traces import selectors
+from selection.traces.api import counterfactual_document, outcome_document, trace_document
 
 from . import tokens
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from .conditions import Condition
+from .errors import SelectionError
 from .index import CorpusIndex
 from .reason_codes import ReasonCode, Stage
 from .signals import preference_tier, superseded_as_of
@@ -81,8 +82,9 @@ class Working:
         return self.unit.id
 
 
-class UnknownWorkType(ValueError):
-    """A declared work type the project frame does not list: an error, never a silent fallback."""
+class UnknownWorkType(SelectionError):
+    """A declared work type the project frame does not list: an error, never a silent fallback (the
+    API answers 422)."""
 
     @classmethod
     def of(cls, frame: ProjectFrame, work_type: str) -> UnknownWorkType:

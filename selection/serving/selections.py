@@ -19,9 +19,10 @@ from authority import access
 from authority.audit import audit_record
 from authority.selectors import current_frame_version
 from selection import telemetry
+from selection.engine.errors import SelectionError
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
-from selection.engine.policy import UnknownWorkType as EngineUnknownWorkType
+from selection.engine.policy import UnknownWorkType
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.serialisation import to_jsonable
 from selection.engine.timings import StageTimings, TimedStage, timed
@@ -37,17 +38,9 @@ from selection.engine.types import (
 from selection.evaluation.scoring import ledger_for_task
 from selection.memory import store
 from selection.models import Project, Task, Trace, TraceCandidate
+from selection.serving.framing import FramingError, builder_for, work_frame_establish
 from selection.serving.query_vectors import embed_queries, embed_query
 from selection.traces.chain import canonical_engine, chain_link
-
-
-class SelectionError(ValueError):
-    """A selection request that cannot run (unknown project, no promoted frame, bad condition)."""
-
-
-class UnknownWorkType(SelectionError):
-    """A caller declared a work type the project frame does not list (the API answers 422): it
-    never silently becomes the frame's default classes."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +105,8 @@ def selection_run(
     try:
         with timed(timings, TimedStage.SELECT):
             return select(request, index, config, timings=timings)
-    except EngineUnknownWorkType as error:
-        raise UnknownWorkType(str(error)) from error
+    except SelectionError:
+        raise  # an unknown work type, already the domain's error
     except ValueError as error:
         raise SelectionError(str(error)) from error
 
@@ -167,8 +160,6 @@ def run_selection(
     (`result.trace.routing.refused`). `user`: whose local overlay units join the request, unless
     `routing.no_local`.
     """
-    from selection.serving.framing import FramingError, builder_for, work_frame_establish
-
     routing = routing or RoutingInputs()
     number, project_frame = frame_for(project, frame_version)
     try:
@@ -180,8 +171,6 @@ def run_selection(
                 work_frame=work_frame,
                 task=task,
             )
-    except EngineUnknownWorkType as error:
-        raise UnknownWorkType(str(error)) from error
     except FramingError as error:
         raise SelectionError(str(error)) from error
     if (
@@ -189,7 +178,7 @@ def run_selection(
         and work_frame.work_type is not None
         and not project_frame.lists(work_frame.work_type)
     ):
-        raise UnknownWorkType(str(EngineUnknownWorkType.of(project_frame, work_frame.work_type)))
+        raise UnknownWorkType.of(project_frame, work_frame.work_type)
     index = store.corpus_index(project.corpus_id)
     inputs = SelectionInputs(
         project_frame=project_frame,

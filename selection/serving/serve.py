@@ -1,8 +1,9 @@
-"""Selections asked for by a person or an agent (API, MCP): check the role, run the one service.
+"""A selection asked for by a person, an agent or an operator: the checks, then the one service.
 
 Anyone who may read a project may select from it (the trace records the read); the oracle CO is
-refused, since it reads a task's hidden ledger. The selection itself is services.run_selection,
-the path every other interface takes.
+refused, since it reads a task's hidden ledger. The API and MCP call select_for_user, the `select`
+command calls select_in_project; both end in selections.run_selection, the path every other
+interface takes.
 """
 
 from __future__ import annotations
@@ -17,17 +18,28 @@ from selection.engine.conditions import UnknownCondition, get_condition
 from selection.engine.routing.report import strict_refusal
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
-from selection.models import OutcomeVerdict, Project, Trace, TraceOutcome
+from selection.models import Project
 from selection.serving.selections import Selection, SelectionError, run_selection
 
 ORACLE = "CO"
 API_SOURCE = "api"
 
 
-def select_for_user(
+def select_for_user(*, user, project_slug: str, **request) -> Selection:
+    """Select for `user` in one project (its slug), once the user's role lets them read it.
+
+    Raises Http404 (no such project), AccessDenied (no role in it), and whatever
+    select_in_project raises; `request` is select_in_project's keywords.
+    """
+    project = get_object_or_404(Project.objects.select_related("corpus"), slug=project_slug)
+    access.access_read(user, project)
+    return select_in_project(project=project, user=user, **request)
+
+
+def select_in_project(
     *,
-    user,
-    project_slug: str,
+    project: Project,
+    user=None,
     query: str = "",
     signals: tuple[WorkSignal, ...] = (),
     objective: str = "",
@@ -41,19 +53,17 @@ def select_for_user(
     builder: str = "default",
     routing: RoutingInputs | None = None,
 ) -> Selection:
-    """Select for `user` in one project; the query is the signals' contents when none is given.
+    """Select in `project`; the query is the signals' contents when none is given.
 
-    Raises Http404 (no such project), AccessDenied (no role in it), SelectionError (a request the
-    engine cannot run: no query nor signal, an unknown condition or cited signal, the oracle, an
-    unknown builder or work type), StrictRoutingRefused (strict routing found the request
-    incomplete, ambiguous, invalid or conflicted; its trace is stored and named).
+    Raises SelectionError (a request the engine cannot run: no query nor signal, an unknown
+    condition or cited signal, the oracle, an unknown builder or work type), StrictRoutingRefused
+    (strict routing found the request incomplete, ambiguous, invalid or conflicted; its trace is
+    stored and named).
 
     `builder` establishes the work frame from the signals ("default": declared when a work type is
     given, else the frame's configured builder); `routing` carries the routing inputs, and the
     user's local overlay units join the request unless `routing.no_local`.
     """
-    project = get_object_or_404(Project.objects.select_related("corpus"), slug=project_slug)
-    access.access_read(user, project)
     try:
         get_condition(condition)
     except UnknownCondition as error:
@@ -107,14 +117,3 @@ class StrictRoutingRefused(SelectionError):
         self.selection = selection
         self.status, why = strict_refusal(selection.result.trace.routing)
         super().__init__(f"strict routing refused (trace {selection.trace.pk}): {why}")
-
-
-def outcome_report(*, user, trace_id: int, verdict: str, note: str = "", missing_units=()) -> TraceOutcome:
-    """Record how a bundle served the work it was selected for (an agent's feedback)."""
-    trace = get_object_or_404(Trace.objects.select_related("project"), pk=trace_id)
-    access.access_report_outcome(user, trace.project)
-    if verdict not in OutcomeVerdict.values:
-        raise SelectionError(f'verdict "{verdict}" is not one of: {", ".join(OutcomeVerdict.values)}')
-    return TraceOutcome.objects.create(
-        trace=trace, reporter=user, verdict=verdict, note=note or "", missing_units=[str(u) for u in missing_units]
-    )

@@ -167,7 +167,7 @@ def test_trace_and_search_exports_redact(wide, traces, client, fmt):
 
 def test_the_api_and_mcp_documents_redact(wide, traces, client):
     from governance import tokens
-    from selection.api import trace_document
+    from selection.traces.api import trace_document
 
     roomy, tight = traces
     secret = tokens.token_create(user=wide["reader"], name="agent", project=wide["tlab"], role="lead").secret

@@ -166,7 +166,7 @@ def test_the_trigger_lets_through_only_the_services_tombstones(lab, people):
 
 
 def _surfaces(client, traces, lab) -> dict[str, str]:
-    from selection.api import trace_document
+    from selection.traces.api import trace_document
 
     pages = {}
     for trace in traces:

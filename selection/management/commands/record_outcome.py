@@ -10,7 +10,7 @@ from django.http import Http404
 
 from selection.models import OutcomeVerdict
 from selection.serving.selections import SelectionError
-from selection.serving.serve import outcome_report
+from selection.traces.outcomes import outcome_report
 
 
 class Command(BaseCommand):
