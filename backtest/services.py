@@ -39,15 +39,9 @@ from selection.evaluation.scoring import ledgers_for_tasks
 from selection.memory import store
 from selection.models import Project, Task, Trace, TraceTombstone
 from selection.serving.framing import FramingError, task_work_frame
-from selection.serving.selections import (
-    SelectionError,
-    SelectionInputs,
-    TraceEntry,
-    embed_queries,
-    selection_run,
-    trace_write,
-    traces_write,
-)
+from selection.serving.query_vectors import embed_queries
+from selection.serving.selections import SelectionError, SelectionInputs, selection_run
+from selection.traces.recording import TraceEntry, trace_write, traces_write
 from selection.traces.selectors import stored_inputs
 
 from . import ablation as ablation_rules

@@ -4,7 +4,7 @@ from selection.evaluation import views as views_evaluation
 from selection.evaluation import views_jobs
 from selection.memory import views as views_units
 from selection.traces import views as trace_views
-from selection.traces import views_chain, views_labelling, views_retention
+from selection.traces import views_chain, views_compare, views_labelling, views_retention
 
 urlpatterns: list = []
 
@@ -34,17 +34,17 @@ urlpatterns += [
         trace_views.trace_search_export,
         name="trace-search-export",
     ),
-    path("traces/diff/", trace_views.trace_diff_view, name="trace-diff"),
+    path("traces/diff/", views_compare.trace_diff_view, name="trace-diff"),
     path("traces/unlabelled/", views_labelling.trace_queue, name="trace-queue"),
     path("traces/<int:pk>/label/", views_labelling.trace_label, name="trace-label"),
     path("traces/<int:pk>/", trace_views.trace_detail, name="trace-detail"),
-    path("traces/<int:pk>/verify/", trace_views.trace_verify, name="trace-verify"),
+    path("traces/<int:pk>/verify/", views_compare.trace_verify, name="trace-verify"),
     path(
         "traces/<int:pk>/counterfactual/<str:unit_uid>/",
-        trace_views.trace_counterfactual,
+        views_compare.trace_counterfactual,
         name="trace-counterfactual",
     ),
-    path("traces/<int:pk>/now/", trace_views.trace_now, name="trace-now"),
+    path("traces/<int:pk>/now/", views_compare.trace_now, name="trace-now"),
     path("traces/<int:pk>/export.<str:fmt>", trace_views.trace_export, name="trace-export"),
 ]
 # --- end trace explorer ---

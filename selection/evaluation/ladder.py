@@ -38,7 +38,8 @@ from selection.evaluation.task_sets import task_set_digest, task_set_version_rec
 from selection.memory import store
 from selection.models import Corpus, Evaluation, EvaluationRun, Project, Task
 from selection.serving.framing import task_work_frame
-from selection.serving.selections import SelectionError, TraceEntry, replay_task, traces_write
+from selection.serving.selections import SelectionError, replay_task
+from selection.traces.recording import TraceEntry, traces_write
 
 ALL_CONDITIONS: tuple[str, ...] = LADDER + ("CO",)
 ORACLE = "CO"

@@ -1,7 +1,7 @@
-"""Trace explorer pages: history, one trace, verify, counterfactuals, diffs, then-and-now, export.
+"""Trace explorer pages: the history and its search export, one trace, one trace's export.
 
 Views parse, call one selector or service, render. Any role in the trace's project may read every
-page (access_read); the only writing action, then-and-now's replay, needs access_replay.
+page (access_read); the pages that compare a trace with others live in views_compare.py.
 """
 
 from __future__ import annotations
@@ -18,16 +18,12 @@ from django.http import (
     JsonResponse,
     StreamingHttpResponse,
 )
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
 
-from authority.selectors import current_frame_version
 from selection.corpus.limits import MAX_INTEGER, MAX_YEAR, MIN_YEAR
-from selection.engine.explain import trace_diff
 from selection.engine.reason_codes import REACHES_MODEL, CoalescingKind, Stage
 from selection.engine.types import SIGNAL_NAMES
-from selection.serving import selections as services
 from selection.traces import origins, selectors
 from selection.traces import table_layout as trace_table
 from selection.traces.candidate_table import (
@@ -44,7 +40,6 @@ from selection.traces.candidate_table import (
 from selection.traces.csv_cells import csv_row
 
 TRACE_PAGE_SIZE = 50
-REPLAY_SOURCE = "replay"
 
 
 # --------------------------------------------------------------------------------------------
@@ -76,7 +71,7 @@ def _int(value: str, name: str) -> int | None:
     return number
 
 
-def _id(value: str) -> int | None:
+def id_param(value: str) -> int | None:
     """A row id from a query string; one no row can have (too large) finds nothing: a 404."""
     try:
         return _int(value, "id")
@@ -326,77 +321,6 @@ def _stage_counts(engine_trace) -> dict:
         "series": {d: [by.get(s, 0) for s in stages] for d, by in sorted(counts.items())},
         "summary": [(s.stage, s.considered, s.kept) for s in engine_trace.stages],
     }
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def trace_verify(request, pk: int):
-    """Recompute the digest (stored text and an engine re-run); writes nothing, so auditors may."""
-    trace, _ = selectors.readable_trace(user=request.user, pk=pk)
-    verification = selectors.trace_verify(trace)
-    return render(request, "selection/trace_verify.html", {"trace": trace, "verification": verification})
-
-
-@login_required
-def trace_counterfactual(request, pk: int, unit_uid: str):
-    trace, _ = selectors.readable_trace(user=request.user, pk=pk)
-    explained = selectors.trace_explained(trace, user=request.user)
-    record = explained.result.trace.candidate(unit_uid)
-    in_ledger = unit_uid in explained.ledger
-    if record is None and not in_ledger:
-        raise Http404(f"{unit_uid} is neither a candidate of trace #{trace.pk} nor in its ledger")
-    report = selectors.trace_counterfactual(trace, unit_uid)
-    return render(
-        request,
-        "selection/trace_counterfactual.html",
-        {
-            "trace": trace,
-            "unit_uid": unit_uid,
-            "record": record,
-            "label": explained.ledger.get(unit_uid, ""),
-            "ecode": explained.ecodes.get(unit_uid, ""),
-            "report": report,
-            "engine_trace": explained.result.trace,
-        },
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Diff, then and now
-# --------------------------------------------------------------------------------------------
-
-
-def _diff_context(request, a_pk: int, b_pk: int) -> dict:
-    a, _ = selectors.readable_trace(user=request.user, pk=a_pk)
-    b, _ = selectors.readable_trace(user=request.user, pk=b_pk)
-    (ra, _), (rb, _) = selectors.trace_read(a, user=request.user), selectors.trace_read(b, user=request.user)
-    return {"a": a, "b": b, "diff": trace_diff(ra.trace, rb.trace)}
-
-
-@login_required
-def trace_diff_view(request):
-    a, b = _id(request.GET.get("a", "")), _id(request.GET.get("b", ""))
-    if a is None or b is None:
-        raise Http404("?a= and ?b= must be trace ids")
-    return render(request, "selection/trace_diff.html", _diff_context(request, a, b))
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def trace_now(request, pk: int):
-    trace, caps = selectors.readable_trace(user=request.user, pk=pk)
-    if request.method == "POST":
-        replay = services.trace_replay(trace=trace, actor=request.user, source=REPLAY_SOURCE)
-        return redirect(f"{reverse('trace-now', args=[trace.pk])}?replay={replay.pk}")
-    replay_pk = _id(request.GET.get("replay", ""))
-    context = {"trace": trace, "caps": caps, "current": _current_version(trace)}
-    if replay_pk is not None:
-        context.update(_diff_context(request, trace.pk, replay_pk))
-    return render(request, "selection/trace_now.html", context)
-
-
-def _current_version(trace):
-    return current_frame_version(project=trace.project)
 
 
 # --------------------------------------------------------------------------------------------

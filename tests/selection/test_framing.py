@@ -179,9 +179,10 @@ def test_select_refuses_a_work_type_the_frame_does_not_list(flab):
 
 
 def test_service_raises_a_typed_error_for_an_unlisted_work_type(flab):
+    from selection.engine.policy import UnknownWorkType
     from selection.engine.types import WorkFrame
     from selection.models import Project
-    from selection.serving.selections import UnknownWorkType, run_selection
+    from selection.serving.selections import run_selection
 
     with pytest.raises(UnknownWorkType):
         run_selection(
