@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Prefetch, QuerySet
 
-from selection.evaluation.ladder import BASELINE, ECODES, ORACLE
+from selection.evaluation.aggregation import BASELINE, ECODES, ORACLE
 from selection.models import Corpus, Evaluation, TaskSetVersion
 
 METRIC_LABELS = {

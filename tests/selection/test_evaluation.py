@@ -17,18 +17,9 @@ from django.urls import NoReverseMatch, reverse
 from selection.engine.attribution import LOSS_STAGES
 from selection.engine.conditions import LADDER, UnknownCondition
 from selection.engine.metrics import METRICS
+from selection.evaluation.aggregation import ECODES, ecode_counts, hazard_table, mean_metrics, pair_overlaps
 from selection.evaluation.jobs import job_run
-from selection.evaluation.ladder import (
-    ALL_CONDITIONS,
-    ECODES,
-    EvaluationError,
-    ecode_counts,
-    evaluation_run,
-    hazard_table,
-    mean_metrics,
-    pair_overlaps,
-    parse_conditions,
-)
+from selection.evaluation.ladder import ALL_CONDITIONS, EvaluationError, evaluation_run, parse_conditions
 from selection.memory import store
 from selection.models import Corpus, Evaluation, EvaluationRun, Job, Task, Trace
 
