@@ -33,8 +33,9 @@ from selection import telemetry
 from selection.corpus.frames import merge_patch
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import leakage, score_bundle
+from selection.engine.outputs import ContextBundle, SelectionResult
 from selection.engine.pipeline import ENGINE_VERSION
-from selection.engine.types import ContextBundle, ProjectFrame, SelectionResult, WorkFrame
+from selection.engine.types import ProjectFrame, WorkFrame
 from selection.evaluation.scoring import ledgers_for_tasks
 from selection.memory import store
 from selection.models import Project, Task, Trace, TraceTombstone

@@ -38,14 +38,9 @@ import numpy as np
 
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import prefix_share, prefix_stability
+from selection.engine.outputs import SelectionResult
 from selection.engine.pipeline import select
-from selection.engine.types import (
-    ORDER_RULES,
-    SelectionRequest,
-    SelectionResult,
-    WorkFrame,
-    estimate_tokens,
-)
+from selection.engine.types import ORDER_RULES, SelectionRequest, WorkFrame, estimate_tokens
 
 from .generator import SyntheticCorpus, generate, unit_directions, written_from
 from .stats import check, part_main

@@ -7,22 +7,21 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from .index import TOKENISER, CorpusIndex
+from .outputs import (
+    SIGNAL_NAMES,
+    BudgetState,
+    CandidateRecord,
+    Effect,
+    RetrievalRecord,
+    RetrieverConfig,
+    Signals,
+)
 from .policy import Working
 from .reason_codes import REASON_DISPOSITION, Disposition, ReasonCode, Stage
 from .retrieval import Pool, QueryHits, cosines
 from .routing.codes import LocalCode, RouteCode
 from .routing.types import RoutingReport
-from .types import (
-    SIGNAL_NAMES,
-    BudgetState,
-    CandidateRecord,
-    Effect,
-    EngineConfig,
-    RetrievalRecord,
-    RetrieverConfig,
-    SelectionRequest,
-    Signals,
-)
+from .types import EngineConfig, SelectionRequest
 
 T = TypeVar("T")
 # each reason's code and disposition as the records write them (enum .value reads cost per record)

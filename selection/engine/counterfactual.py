@@ -11,9 +11,10 @@ from dataclasses import dataclass, replace
 
 from .conditions import effective_condition, get_condition
 from .index import CorpusIndex
+from .outputs import ContextTrace, SelectionResult
 from .pipeline import select
 from .reason_codes import REACHES_MODEL, Disposition
-from .types import ContextTrace, ProjectFrame, SelectionRequest, SelectionResult
+from .types import ProjectFrame, SelectionRequest
 
 MAX_PULL = 10  # the largest class pull tried
 BUDGET_FACTOR = 1.0  # budgets are searched up to +100%

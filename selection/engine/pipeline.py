@@ -9,14 +9,22 @@ from dataclasses import replace
 
 import numpy as np
 
-from selection.engine.candidate_records import own_relevance, retrieval_parts, retriever_config
-from selection.engine.candidate_records import records as candidate_records
-
 from . import signals as sig
 from .budget import admit_within_budget
+from .candidate_records import own_relevance, retrieval_parts, retriever_config
+from .candidate_records import records as candidate_records
 from .coalesce import coalesce, one_item_each
 from .conditions import Condition, effective_condition, get_condition
 from .index import CorpusIndex
+from .outputs import (
+    SIGNAL_NAMES,
+    BundleItem,
+    CoalescingOp,
+    ContextBundle,
+    ContextTrace,
+    SelectionResult,
+    StageSummary,
+)
 from .policy import (
     Working,
     apply_eligibility,
@@ -32,18 +40,7 @@ from .routing.report import strict_refusal
 from .routing.route import route, structural_conflicts
 from .routing.types import RoutingReport
 from .timings import StageTimings, TimedStage, timed
-from .types import (
-    SIGNAL_NAMES,
-    BundleItem,
-    CoalescingOp,
-    ContextBundle,
-    ContextTrace,
-    EngineConfig,
-    SelectionRequest,
-    SelectionResult,
-    StageSummary,
-    Unit,
-)
+from .types import EngineConfig, SelectionRequest, Unit
 from .widening import widen_pool
 
 # Bumped whenever a default changes what a selection admits: approvals are bound to it (a promotion

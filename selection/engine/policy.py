@@ -11,17 +11,10 @@ from functools import lru_cache
 from .conditions import Condition
 from .errors import SelectionError
 from .index import CorpusIndex
+from .outputs import Contribution, Effect, EligibilityCheck
 from .reason_codes import ReasonCode, Stage
 from .signals import preference_tier, superseded_as_of
-from .types import (
-    Contribution,
-    Effect,
-    EligibilityCheck,
-    EngineConfig,
-    ProjectFrame,
-    Unit,
-    WorkFrame,
-)
+from .types import EngineConfig, ProjectFrame, Unit, WorkFrame
 
 
 class Working:

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from selection.engine.attribution import Attribution, attribute, loss_counts, must_loss_stages
 from selection.engine.metrics import score_bundle
-from selection.engine.types import ProjectFrame, SelectionResult
+from selection.engine.outputs import SelectionResult
+from selection.engine.types import ProjectFrame
 from selection.memory import store
 from selection.models import LedgerEntry, Task
 

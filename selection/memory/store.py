@@ -14,18 +14,10 @@ from selection.corpus.issues import CorpusError
 from selection.corpus.places import Place, Report
 from selection.corpus.routing import routing_inputs_of
 from selection.engine.index import CorpusIndex
+from selection.engine.outputs import ContextBundle, ContextTrace, SelectionResult
 from selection.engine.routing.route import routing_corpus
 from selection.engine.routing.types import RoutingInputs
-from selection.engine.types import (
-    ContextBundle,
-    ContextTrace,
-    OpenLoop,
-    ProjectFrame,
-    SelectionResult,
-    Unit,
-    WorkFrame,
-    WorkSignal,
-)
+from selection.engine.types import OpenLoop, ProjectFrame, Unit, WorkFrame, WorkSignal
 from selection.memory import index_cache
 from selection.memory.hnsw.index import dense_mode, searcher_for_corpus
 from selection.models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink

@@ -19,18 +19,12 @@ from authority.selectors import current_frame_version
 from selection import telemetry
 from selection.engine.errors import SelectionError
 from selection.engine.index import CorpusIndex
+from selection.engine.outputs import SelectionResult
 from selection.engine.pipeline import select
 from selection.engine.policy import UnknownWorkType
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.timings import StageTimings, TimedStage, timed
-from selection.engine.types import (
-    EngineConfig,
-    ProjectFrame,
-    SelectionRequest,
-    SelectionResult,
-    Unit,
-    WorkFrame,
-)
+from selection.engine.types import EngineConfig, ProjectFrame, SelectionRequest, Unit, WorkFrame
 from selection.evaluation.scoring import ledger_for_task
 from selection.memory import store
 from selection.models import Project, Task, Trace

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from selection.engine.outputs import SIGNAL_NAMES, CandidateRecord, ContextTrace, Effect
 from selection.engine.reason_codes import Disposition, Stage
-from selection.engine.types import SIGNAL_NAMES, CandidateRecord, ContextTrace, Effect
 
 SIGNAL_SHORT = {
     "query_relevance": "query",

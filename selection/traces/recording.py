@@ -8,8 +8,8 @@ from dataclasses import fields as dataclass_fields
 from django.db import connection, transaction
 from django.utils import timezone
 
+from selection.engine.outputs import ContextTrace, SelectionResult
 from selection.engine.serialisation import to_jsonable
-from selection.engine.types import ContextTrace, SelectionResult
 from selection.models import Project, Task, Trace, TraceCandidate
 from selection.traces.chain import canonical_engine, chain_link
 

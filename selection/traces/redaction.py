@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from authority import access
+from selection.engine.outputs import BundleItem, SelectionResult
 from selection.engine.reason_codes import CoalescingKind
 from selection.engine.render import render_item
-from selection.engine.types import BundleItem, SelectionResult
 from selection.models import Project
 
 REDACTED = "[redacted: you hold no role in project {project}]"

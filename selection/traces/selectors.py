@@ -31,11 +31,12 @@ from selection.engine.explain import (
     trace_outcomes,
 )
 from selection.engine.index import CorpusIndex
+from selection.engine.outputs import SelectionResult
 from selection.engine.reason_codes import Disposition, ReasonCode
 from selection.engine.routing.codes import LOAD_ORDER, LocalCode, RouteCode
 from selection.engine.routing.route import structural_conflicts
 from selection.engine.routing.types import RoutingInputs
-from selection.engine.types import SelectionRequest, SelectionResult
+from selection.engine.types import SelectionRequest
 from selection.evaluation import scoring
 from selection.memory import store
 from selection.memory.store import trace_result

@@ -22,8 +22,8 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from selection.corpus.limits import MAX_INTEGER, MAX_YEAR, MIN_YEAR
+from selection.engine.outputs import SIGNAL_NAMES
 from selection.engine.reason_codes import REACHES_MODEL, CoalescingKind, Stage
-from selection.engine.types import SIGNAL_NAMES
 from selection.traces import origins, selectors
 from selection.traces import table_layout as trace_table
 from selection.traces.candidate_table import (

@@ -155,7 +155,7 @@ def test_goal_relevance_reads_as_informational_and_never_as_a_part_of_the_score(
 def test_a_trace_recorded_before_contributions_still_renders_and_says_they_are_not_recorded(lab, auditor_client):
     from dataclasses import replace
 
-    from selection.engine.types import SelectionResult
+    from selection.engine.outputs import SelectionResult
     from selection.memory.store import trace_result
     from selection.serving import selections as services
 

@@ -612,7 +612,7 @@ def test_roles_outside_the_project_see_nothing(lab, people, client):
 
 
 def test_export_json_round_trips_and_csv_has_one_row_per_candidate(lab, auditor_client):
-    from selection.engine.types import ContextTrace
+    from selection.engine.outputs import ContextTrace
     from selection.memory.store import trace_result
 
     trace = lab.select().trace
