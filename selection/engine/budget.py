@@ -12,7 +12,7 @@ import numpy as np
 
 from .coalesce import DraftItem
 from .outputs import CoalescingOp
-from .policy import evidence, pulled
+from .ranking import evidence, pulled
 from .reason_codes import CoalescingKind, ReasonCode, Stage
 from .render import item_tokens, render_item
 from .types import DEFAULT_UNLISTED_FLOOR, AdmissionPolicy

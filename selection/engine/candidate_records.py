@@ -18,9 +18,10 @@ from .outputs import (
 )
 from .policy import Working
 from .reason_codes import REASON_DISPOSITION, Disposition, ReasonCode, Stage
-from .retrieval import Pool, QueryHits, cosines
+from .retrieval import Pool
 from .routing.codes import LocalCode, RouteCode
 from .routing.types import RoutingReport
+from .search import QueryHits, cosines
 from .types import EngineConfig, SelectionRequest
 
 T = TypeVar("T")

@@ -28,10 +28,11 @@ from .policy import (
 )
 from .reason_codes import ReasonCode, Stage
 from .render import render_bundle
-from .retrieval import Pool, search
+from .retrieval import Pool
 from .routing.report import strict_refusal
 from .routing.route import route, structural_conflicts
 from .routing.types import RoutingReport
+from .search import search
 from .stages import run_stages
 from .timings import StageTimings, TimedStage, timed
 from .types import EngineConfig, SelectionRequest, Unit

@@ -22,12 +22,8 @@ from .outputs import (
     CoalescingOp,
     StageSummary,
 )
-from .policy import (
-    Working,
-    apply_eligibility,
-    preferences,
-    rank,
-)
+from .policy import Working, apply_eligibility, preferences
+from .ranking import rank
 from .reason_codes import Stage
 from .retrieval import build_pool
 from .timings import TimedStage, timed
