@@ -8,7 +8,7 @@ from selection.traces import views_chain, views_compare, views_labelling, views_
 
 urlpatterns: list = []
 
-# --- evaluations (selection/views_evaluation.py) ---
+# --- evaluations (selection/evaluation/views.py) ---
 urlpatterns += [
     path("evaluations/", views_evaluation.evaluation_index, name="evaluation-index"),
     path(
@@ -25,7 +25,7 @@ urlpatterns += [
 ]
 # --- end evaluations ---
 
-# --- trace explorer (selection/views.py) ---
+# --- trace explorer (selection/traces/views.py) ---
 urlpatterns += [
     path("traces/", trace_views.trace_list, name="trace-list"),
     path("traces/chain/", views_chain.trace_chain, name="trace-chain"),
@@ -49,14 +49,14 @@ urlpatterns += [
 ]
 # --- end trace explorer ---
 
-# --- jobs and corpus upload (selection/views_jobs.py) ---
+# --- jobs and corpus upload (selection/evaluation/views_jobs.py) ---
 urlpatterns += [
     path("jobs/<int:pk>/", views_jobs.job_detail, name="job-detail"),
     path("corpora/upload/", views_jobs.corpus_upload, name="corpus-upload"),
 ]
 # --- end jobs ---
 
-# --- units (selection/views_units.py) ---
+# --- units (selection/memory/views.py) ---
 urlpatterns += [
     path("corpora/<slug:name>/units/<str:uid>/", views_units.unit_detail, name="unit-detail"),
     path("corpora/<slug:name>/units/<str:uid>/erase/", views_units.unit_erase_view, name="unit-erase"),

@@ -10,18 +10,9 @@ import numpy as np
 from . import signals as sig
 from .candidate_records import own_relevance
 from .index import CorpusIndex
-from .outputs import (
-    SIGNAL_NAMES,
-)
-from .policy import (
-    Working,
-    work_type_preferences,
-)
+from .outputs import SIGNAL_NAMES
+from .policy import Working, work_type_preferences
 from .retrieval import Pool
-
-# Bumped whenever a default changes what a selection admits: approvals are bound to it (a promotion
-# approved under another engine asks for a new backtest), and traces, evaluations and frame health
-# readings record it. 0.2.0 (sixth session): a frame that declares no stop rule gets the engine's
 
 
 def compute_signals(

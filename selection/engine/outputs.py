@@ -57,7 +57,7 @@ class RetrievalRecord(Serialisable):
 class Signals(Serialisable):
     """The ten separated signals; computed for every candidate before eligibility. Never summed
     here: how each entered the rank score is the candidate's `contributions`. (Defaults let a
-    trace written before `objective_relevance` existed load.)
+    trace that records no `objective_relevance` load.)
     """
 
     query_relevance: float = 0.0  # the query's own fused list: 1 - (rank - 1) / n, 0 if absent
@@ -214,7 +214,7 @@ class ContextTrace(Serialisable):
     class_order_reason: str = ""
     # how the rendered bundle is ordered (the frame's bundle_order, spelled out)
     order_rule: str = ""
-    # routing: completeness, dispositions, conflicts; None in traces written before routing
+    # routing: completeness, dispositions, conflicts; None in a trace that records no routing
     routing: RoutingReport | None = None
 
     def candidate(self, unit_id: str) -> CandidateRecord | None:

@@ -10,18 +10,10 @@ import numpy as np
 from . import signals as sig
 from .budget import admit_within_budget
 from .candidate_records import retrieval_parts
-
-# Bumped whenever a default changes what a selection admits: approvals are bound to it (a promotion
-# approved under another engine asks for a new backtest), and traces, evaluations and frame health
-# readings record it. 0.2.0 (sixth session): a frame that declares no stop rule gets the engine's
 from .candidate_signals import compute_signals
 from .coalesce import coalesce, one_item_each
 from .conditions import Condition
-from .outputs import (
-    SIGNAL_NAMES,
-    CoalescingOp,
-    StageSummary,
-)
+from .outputs import SIGNAL_NAMES, CoalescingOp, StageSummary
 from .policy import Working, apply_eligibility, preferences
 from .ranking import rank
 from .reason_codes import Stage

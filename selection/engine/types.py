@@ -172,7 +172,7 @@ class AdmissionPolicy(Serialisable):
     rule "unlisted": the unlisted floor alone (`unlisted_floor`, DEFAULT_UNLISTED_FLOOR when not
     given); nothing else stops. It is the engine's default for a frame that declares no
     `admission` (DEFAULT_ADMISSION, `origin` "engine default", which every stop note names): set
-    on fixtures/context-lab (issue 15, docs/results.md section 6d), where it keeps recall, and it
+    on fixtures/context-lab (docs/results.md), where it keeps recall, and it
     keeps recall on the book corpus it was never tuned to. rule "none": the budget alone ends the
     bundle (a frame declares `admission: {rule: none}` to keep the book's behaviour).
     """
@@ -342,7 +342,7 @@ class EngineConfig:
     pool_widen_step: int = 10
     pool_widen_max: int = 60
     abstention: bool = True  # weaken conditioning for ambiguous/unknown work frames
-    # class preference among supported candidates (issue 15): a retrieved candidate of a listed
+    # class preference among supported candidates: a retrieved candidate of a listed
     # class whose evidence (policy.evidence: the strongest of query relevance, objective relevance
     # and retrieval score) is below this fraction of the best evidence in the eligible pool leaves
     # its class bucket for the weak bucket, ranked after every class bucket (the unlisted one

@@ -69,7 +69,7 @@ class ScoredRun:
 
 
 def builder_document(builders, tasks, runs: Sequence[ScoredRun]) -> dict:
-    """`builders` (the issue's shape), `builder_details` (establishment counts, C0 beside each
+    """`builders` (one row per builder and side), `builder_details` (establishment counts, C0 beside each
     task, shortfalls, traces) and `builder_hazard` (what each builder's misreadings cost)."""
     declared = {(r.task.uid, r.condition): r for r in runs if r.variant == DECLARED}
     declared_type = {t.uid: (t.frame or {}).get("work_type") for t in tasks}
@@ -198,7 +198,7 @@ def ladder_document(corpus, names, tasks, runs: Sequence[ScoredRun], versions, t
         "metrics": list(METRICS),
         "condition_order": list(names),
         "frames": {t.project.slug: versions[t.project_id].number for t in sorted(tasks, key=lambda t: t.project.slug)},
-        # the version of each project's task set the runs replayed (selection.tasksets)
+        # the version of each project's task set the runs replayed (selection.evaluation.task_sets)
         "task_sets": {
             t.project.slug: task_sets[t.project_id].number for t in sorted(tasks, key=lambda t: t.project.slug)
         },

@@ -1,6 +1,6 @@
 """Scoring against hidden ledgers: the only module that reads LedgerEntry rows.
 
-Selection code (the engine, and selection.services for C0..C6) never calls this module's
+Selection code (the engine, and selection.serving.selections for C0..C6) never calls this module's
 ledger reads; only evaluation, backtests, attribution and the oracle do.
 """
 

@@ -4,7 +4,7 @@
 title, re-embeds the mark (the old vector was derived from the text), and rewrites every trace that
 carries the text or names the unit's title: the bundle item it heads (text and rendered form) and
 supersession notes (in the bundle and in the trace's coalescing steps, where the title becomes the
-unit id). Each rewritten trace gets a tombstone through selection.chain.trace_tombstone, so its
+unit id). Each rewritten trace gets a tombstone through selection.traces.chain.trace_tombstone, so its
 digest and chain link stay verifiable; exports and pages read the rewritten rows, so the text is
 gone from them too. One transaction, one audit row (`unit.erased`).
 """

@@ -1,5 +1,5 @@
 """The engine index of a corpus, persisted so that a fresh web or worker process serves its first
-selection after reading one file instead of rebuilding from rows (issue 17).
+selection after reading one file instead of rebuilding from rows.
 
 A file is named by the corpus and a fingerprint of everything the index is built from:
 

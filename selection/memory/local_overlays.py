@@ -1,6 +1,6 @@
 """Writes of local overlays: a user's private units in one project, kept apart from the corpus.
 
-They are never exported (selection/exporting.py reads MemoryUnit only) and never imported.
+They are never exported (selection/memory/exporting.py reads MemoryUnit only) and never imported.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def load_units(
 def corpus_index(corpus: Corpus | int) -> CorpusIndex:
     """The engine index of a corpus, kept per process until the corpus's revision moves (an erasure
     changed a unit: one primary-key read per call tells every process), and read from the index
-    cache (selection/index_cache.py) when a file of the same fingerprint exists, else built from
+    cache (selection/memory/index_cache.py) when a file of the same fingerprint exists, else built from
     rows. With FG_DENSE_SEARCHER=pgvector-hnsw no vector is loaded: PostgreSQL answers dense
     search (selection/hnsw)."""
     corpus_id = corpus if isinstance(corpus, int) else corpus.pk

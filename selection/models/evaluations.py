@@ -16,8 +16,7 @@ class Evaluation(models.Model):
     engine_version = models.CharField(max_length=100)
     conditions = ArrayField(models.CharField(max_length=8))
     result = models.JSONField(default=dict, help_text="the evaluate --json document")
-    # the version of each project's task set the run replayed (issue 19); none on a run made
-    # before versions were recorded
+    # the version of each project's task set the run replayed; none on a run that records none
     task_set_versions = models.ManyToManyField("TaskSetVersion", blank=True, related_name="evaluations")
 
     class Meta:

@@ -165,7 +165,7 @@ class LedgerLabel(models.TextChoices):
 
 
 class LedgerEntry(models.Model):
-    """A hidden label: read only by scoring code (selection.scoring), never by selection code."""
+    """A hidden label: read only by scoring code (selection.evaluation.scoring), never by selection code."""
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="ledger_entries")
     unit = models.ForeignKey(MemoryUnit, on_delete=models.PROTECT, related_name="+")

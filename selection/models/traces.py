@@ -13,7 +13,7 @@ from selection.models.memory import Project, Task
 class Trace(models.Model):
     """A frozen ContextTrace with its bundle; immutable once written (a trigger enforces it).
 
-    Each project's traces form a hash chain (selection.chain): `digest` covers this row, its
+    Each project's traces form a hash chain (selection.traces.chain): `digest` covers this row, its
     candidates and `previous_digest`, so an altered or missing trace breaks a named link.
     """
 
@@ -66,7 +66,7 @@ class TraceTombstone(models.Model):
     """One change a trace underwent after it was written; appended, never edited (a trigger).
 
     The trace keeps its digest and its link. `content_before` is the trace's content digest
-    (selection.chain.content_digest) before the change, `content_after` after it: verification
+    (selection.traces.chain.content_digest) before the change, `content_after` after it: verification
     checks the first against the chain digest and the last against the trace as it is now, so an
     erased or expired trace reads "chain intact" and a trace altered afterwards reads altered.
     """
@@ -106,7 +106,7 @@ class RetentionOrigin(models.TextChoices):
 class RetentionPolicy(models.Model):
     """How many days each origin's traces of a project keep their payload (null: for ever).
 
-    A project setting, changed only by a lead through selection.retention.retention_policy_set
+    A project setting, changed only by a lead through selection.traces.retention.retention_policy_set
     (audited), not a frame field: it changes no selection, so a backtest could say nothing of it.
     """
 
@@ -132,7 +132,7 @@ class JSONTextField(models.JSONField):
     only checked for syntax, where jsonb parses every value into its binary form. Trace candidates
     are written by the thousand (a backtest chunk COPYs ~750 records) and read back whole, never
     searched inside, so the parse was pure cost (about half of PostgreSQL's time on a replay's
-    COPY, issue 17). `->` lookups still work on json; psycopg decodes a json column itself."""
+    COPY). `->` lookups still work on json; psycopg decodes a json column itself."""
 
     def db_type(self, connection):
         return "json"

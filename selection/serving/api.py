@@ -173,7 +173,7 @@ def select(request, body: SelectIn):
 def select_document(selection, *, user) -> dict:
     """The answer to a selection (API and MCP): the bundle, the trace's URLs, the diagnostics.
 
-    The bundle is redacted for `user` like every stored trace (selection.redaction)."""
+    The bundle is redacted for `user` like every stored trace (selection.traces.redaction)."""
     trace = selection.trace
     result, _ = redaction.redacted_result(selection.result, readable=redaction.readable_slugs(user))
     reasons: dict[str, int] = {}

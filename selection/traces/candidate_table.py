@@ -166,8 +166,8 @@ def signal_parts(record: CandidateRecord, *, recorded: bool = True) -> dict[str,
 
 
 def contributions_recorded(trace: ContextTrace) -> bool:
-    """Whether the trace records contributions: a trace written before they existed has none on
-    any candidate (one where no rank score decided any candidate, all rejected before ranking or
+    """Whether the trace records contributions: a trace that records none has none on any
+    candidate (one where no rank score decided any candidate, all rejected before ranking or
     routed in, has nothing to record either)."""
     return any(c.contributions for c in trace.candidates) or not any(
         c.rank is not None and c.stage != Stage.ROUTING for c in trace.candidates

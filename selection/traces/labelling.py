@@ -3,7 +3,7 @@ labelling the units the work needed; the task joins the project's task set as a 
 
 The one writer of labelled tasks (page and API call `trace_label`); it checks its role itself
 and writes the task, its ledger, the new task-set version, the labelling and the audit row in one
-transaction. Labels are ledgers: selection code never reads them back (selection.scoring does).
+transaction. Labels are ledgers: selection code never reads them back (selection.evaluation.scoring does).
 """
 
 from __future__ import annotations

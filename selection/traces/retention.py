@@ -3,7 +3,7 @@
 The policy is a project setting that only a lead changes (`retention_policy_set`, audited), not a
 frame field: it changes no selection, so a backtest and four-eyes review would judge nothing.
 `retention_apply` (the `apply_retention` command and the daily Celery beat task) turns each trace
-older than its origin's limit into a tombstone through selection.chain.trace_tombstone: query,
+older than its origin's limit into a tombstone through selection.traces.chain.trace_tombstone: query,
 header, bundle, admitted list and candidate rows go; ids, digests, the chain link and the facts of
 the selection (project, task, condition, source, versions, bundle digest) stay, and verify_traces
 still passes.

@@ -1,6 +1,6 @@
 """Reads for the trace explorer: trace history, one trace explained, funnels over many traces.
 
-List reads stay at a fixed number of queries. Ledgers are read only through selection.scoring.
+List reads stay at a fixed number of queries. Ledgers are read only through selection.evaluation.scoring.
 Re-running the engine (verify, counterfactuals) reads and computes; it never writes.
 """
 
@@ -186,7 +186,7 @@ class TraceExplained:
 
 def trace_read(trace: Trace, *, user) -> tuple[SelectionResult, int]:
     """The stored trace as `user` may see it: units of projects they hold no role in redacted
-    (selection.redaction), and how many bundle items were. Every page, export, API route and MCP
+    (selection.traces.redaction), and how many bundle items were. Every page, export, API route and MCP
     tool that shows a trace's bundle or coalescing steps reads it here."""
     return redaction.redacted_result(trace_result(trace), readable=redaction.readable_slugs(user))
 

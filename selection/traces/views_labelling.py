@@ -1,6 +1,6 @@
 """Ledgers from traces: the queue of unlabelled traces and the page that labels one into a task.
 
-Views parse, call selection.labelling (which checks the role itself), render.
+Views parse, call selection.traces.labelling (which checks the role itself), render.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The retention page of a project: how long each origin's traces keep their payload; a lead changes it.
 
-The view parses and calls selection.retention.retention_policy_set, which checks the lead role.
+The view parses and calls selection.traces.retention.retention_policy_set, which checks the lead role.
 """
 
 from __future__ import annotations

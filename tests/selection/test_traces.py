@@ -1,7 +1,7 @@
 """The trace explorer on the real PostgreSQL: what an auditor, a reviewer or a lead sees and may do.
 
 Traces come from a tiny corpus imported through corpus_import (the packaged embedding model) and
-selected through services.run_selection, BM25-only where exact outcomes matter.
+selected through selections.run_selection, BM25-only where exact outcomes matter.
 """
 
 from __future__ import annotations
