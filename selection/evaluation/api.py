@@ -16,8 +16,8 @@ from ninja import Field, Router, Schema, Status
 from selection.api_fields import Id, Text
 from selection.evaluation import jobs
 from selection.evaluation.report import corpus_evaluations, corpus_for_name, evaluation_for_pk, evaluation_task_sets
+from selection.memory import selectors
 from selection.models import Corpus, Evaluation, Job
-from selection.traces import selectors
 
 router = Router(tags=["selection"])
 

@@ -11,7 +11,7 @@ from ninja.files import UploadedFile
 
 from selection.evaluation import jobs
 from selection.evaluation.api import JobOut, job_accepted
-from selection.traces import selectors
+from selection.memory import selectors
 
 router = Router(tags=["selection"])
 

@@ -1,9 +1,9 @@
-"""Writes of the selection app: run a selection and persist its trace, replay a task or a trace.
+"""Selections run: resolve the inputs, run the engine, persist the trace; replay a task or a trace.
 
 `selection_run` is the one function that builds a selection request from resolved inputs and runs
 the engine: the page, the command, evaluations, backtest replays, verification, counterfactuals,
-then-and-now and the bench all reach the engine through it. Import and export of corpora live in
-selection/memory/importing.py.
+then-and-now and the bench all reach the engine through it. The trace rows are written by
+selection/traces/recording.py.
 """
 
 from __future__ import annotations

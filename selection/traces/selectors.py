@@ -34,14 +34,12 @@ from selection.engine.index import CorpusIndex
 from selection.engine.outputs import SelectionResult
 from selection.engine.reason_codes import Disposition, ReasonCode
 from selection.engine.routing.codes import LOAD_ORDER, LocalCode, RouteCode
-from selection.engine.routing.route import structural_conflicts
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import SelectionRequest
 from selection.evaluation import scoring
 from selection.memory import store
 from selection.memory.store import trace_result
 from selection.models import (
-    Corpus,
     EvaluationRun,
     MemoryUnit,
     OutcomeVerdict,
@@ -351,29 +349,3 @@ def unit_dispositions(*, trace_ids, unit_uid: str) -> dict[int, tuple[str, str]]
             trace_id__in=list(trace_ids), unit_uid=unit_uid
         ).values_list("trace_id", "disposition", "reason_code")
     }
-
-
-# --------------------------------------------------------------------------------------------
-# Corpora (the API's corpus list)
-# --------------------------------------------------------------------------------------------
-
-
-def readable_corpora(*, user):
-    """Corpora with at least one project `user` may read, by name, their projects prefetched."""
-    return (
-        Corpus.objects.filter(projects__in=access.readable_projects(user, Project.objects.all()))
-        .distinct()
-        .order_by("name")
-        .prefetch_related("projects")
-    )
-
-
-def readable_corpus(*, user, corpus) -> access.CorpusCapabilities:
-    return access.access_corpus_read(user, corpus)
-
-
-def corpus_conflicts(*, corpus_id: int):
-    """Structural conflicts of a corpus: active units of one project sharing subject and facet
-    with no supersession between them (reported on import; every selection that would load both
-    reports them again)."""
-    return structural_conflicts(store.corpus_index(corpus_id).units)

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from selection.corpus import CorpusError
 from selection.memory.importing import corpus_import
-from selection.traces.selectors import corpus_conflicts
+from selection.memory.selectors import corpus_conflicts
 
 
 class _Bars:
