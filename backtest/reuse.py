@@ -29,7 +29,7 @@ from pathlib import Path
 
 import selection
 from selection.engine.pipeline import ENGINE_VERSION
-from selection.serving.embeddings import configured_model_dir
+from selection.memory.embeddings import configured_model_dir
 
 _SELECTION = Path(selection.__file__).resolve().parent
 

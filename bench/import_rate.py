@@ -10,8 +10,8 @@ from django.db import transaction
 
 from selection.corpus.contents import CorpusData, ProjectSpec, UnitRecord
 from selection.corpus.writer import write_corpus
+from selection.memory import embeddings
 from selection.memory.importing import EMBED_BATCH, corpus_import
-from selection.serving import embeddings
 
 from .generator import generate
 

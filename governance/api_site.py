@@ -26,8 +26,8 @@ from ninja.security import HttpBearer, SessionAuth
 from selection.corpus import CorpusError
 from selection.engine.routing.report import routing_summary
 from selection.evaluation.ladder import EvaluationError
+from selection.memory import embeddings
 from selection.memory.uploads import ArchiveRefused
-from selection.serving import embeddings
 from selection.serving.selections import SelectionError
 from selection.serving.serve import StrictRoutingRefused
 

@@ -116,10 +116,9 @@ def measure(runs: int, size: int, profile: bool = False) -> None:
     from django.urls import reverse
 
     from selection.engine.types import EngineConfig
-    from selection.memory import store
+    from selection.memory import embeddings, store
     from selection.memory.importing import corpus_import
     from selection.models import Project, Task
-    from selection.serving import embeddings
     from selection.serving import selections as services
 
     embeddings.embed_texts = hash_vectors

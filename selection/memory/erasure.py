@@ -23,9 +23,8 @@ from authority.audit import audit_record
 from selection.engine.reason_codes import CoalescingKind
 from selection.engine.render import render_item
 from selection.engine.types import estimate_tokens
-from selection.memory import store
+from selection.memory import embeddings, store
 from selection.models import Corpus, MemoryUnit, TombstoneKind, Trace, TraceCandidate
-from selection.serving import embeddings
 from selection.traces.chain import trace_tombstone
 
 # kept in the unit's extras, so an export (and a re-import) carries who erased it, when and why

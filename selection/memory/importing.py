@@ -31,10 +31,10 @@ from selection.corpus import (
     UnitRecord,
     read_corpus,
 )
+from selection.memory import embeddings
 from selection.memory.corpus_parts import ImportedCorpus, corpus_parts
 from selection.memory.generated import links_copy, unit_copy_row, units_copy
 from selection.models import Corpus, LedgerEntry, MemoryUnit, Project, Task, TaskSignal
-from selection.serving import embeddings
 
 __all__ = ["CorpusRefused", "corpus_check", "corpus_import"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from selection.serving import embeddings
+from selection.memory import embeddings
 
 _QUERY_VECTORS: OrderedDict[str, tuple[float, ...]] = OrderedDict()
 _QUERY_CACHE_SIZE = 4096

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from selection.corpus import CorpusError
+from selection.memory import embeddings
 from selection.memory.importing import corpus_import
-from selection.serving import embeddings
 from tests.selection.test_import import TASKS_YAML, UNITS, row_counts, write_corpus_dir
 
 

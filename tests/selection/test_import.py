@@ -13,7 +13,7 @@ from django.db import transaction
 from authority.models import AuditEntry, FrameVersion, Promotion
 from governance.models import Proposal
 from selection.corpus import CorpusError, read_corpus
-from selection.memory import importing
+from selection.memory import embeddings, importing
 from selection.memory.exporting import corpus_data, corpus_export
 from selection.memory.importing import CorpusRefused, corpus_import
 from selection.models import (
@@ -25,7 +25,6 @@ from selection.models import (
     TaskSignal,
     UnitLink,
 )
-from selection.serving import embeddings
 
 CORPUS_YAML = """\
 name: lab

@@ -181,7 +181,7 @@ def embedding_cache():
     """The packaged model's real vectors, computed once per text for the whole module: every test
     imports the same corpus, and embedding is the slow part of an import.
     """
-    from selection.serving import embeddings
+    from selection.memory import embeddings
 
     real = embeddings.embed_texts
     cache: dict[str, np.ndarray] = {}
