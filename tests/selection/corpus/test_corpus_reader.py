@@ -844,7 +844,7 @@ def test_bad_establishment_policy_is_refused(make_corpus, samples, entry, field,
     assert fragment in issue.message, str(error)
 
 
-# --- the admission stop rule's tier cap and unlisted floor (issue 15) ---------------------------
+# --- the admission stop rule's tier cap and unlisted floor ------------------------------------
 
 
 def test_admission_reads_the_tier_cap_and_the_unlisted_floor(make_corpus, samples):
