@@ -10,6 +10,7 @@ from selection.engine.index import CorpusIndex
 from selection.engine.timings import StageTimings, TimedStage
 from selection.memory import index_cache, store
 from selection.models import Task
+from selection.serving import query_vectors
 from selection.serving import selections as services
 
 from .database import StoredBench
@@ -38,10 +39,10 @@ def time_service(stored: StoredBench, bench: SyntheticCorpus, runs: int) -> dict
     tasks = [t for t in tasks if t.uid.startswith("t")][: len(bench.tasks)]
     totals: dict[str, list[float]] = {"total": [], **{name: [] for name in PARTS}}
     timings = StageTimings()
-    services.embed_queries(["warm the model"])
+    query_vectors.embed_queries(["warm the model"])
     for i in range(runs + WARM_RUNS):
         task = tasks[i % len(tasks)]
-        services.embed_cache_clear()
+        query_vectors.embed_cache_clear()
         timings.clear()
         work = store.work_frame_for_task(task)
         begun = time.perf_counter()
