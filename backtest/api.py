@@ -18,7 +18,7 @@ from authority import access
 from governance import selectors as governance_selectors
 from governance import services as governance_services
 from selection.api_fields import Id, JsonObject, Text
-from selection.tasksets import task_set_label, task_set_versions
+from selection.evaluation.task_sets import task_set_label, task_set_versions
 
 from . import discussion, review_card, selectors, services
 from .health import selectors as health_selectors

@@ -11,7 +11,7 @@ The key is SHA-256 over:
 - the baseline FrameVersion (its snapshot is immutable) and the backtest's condition;
 - the task (its query, work frame, signals, budget, standpoint and routing inputs are immutable:
   labelling adds tasks, it never edits one);
-- the fingerprint of the corpus rows the index in use was built from (selection.index_cache:
+- the fingerprint of the corpus rows the index in use was built from (selection.memory.index_cache:
   every write to a unit, link or project row of the corpus, an erasure included, changes it);
 - the selection code (every .py file under selection/, so any engine, retrieval, framing or
   embedding change makes a new key) and ENGINE_VERSION;
@@ -28,8 +28,8 @@ from functools import cache
 from pathlib import Path
 
 import selection
-from selection.embeddings import configured_model_dir
 from selection.engine.pipeline import ENGINE_VERSION
+from selection.memory.embeddings import configured_model_dir
 
 _SELECTION = Path(selection.__file__).resolve().parent
 

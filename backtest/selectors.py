@@ -14,13 +14,13 @@ from django.urls import reverse
 from authority.selectors import current_frame_version
 from governance.evidence import Evidence
 from governance.models import Proposal, ProposalState
-from selection import origins
 from selection.corpus.frames import ApprovalPolicy, approval_policy
 from selection.engine.explain import LossFunnel
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Project, Task
-from selection.origins import TraceOrigin
-from selection.selectors import grouped_funnels
+from selection.traces import origins
+from selection.traces.origins import TraceOrigin
+from selection.traces.selectors import grouped_funnels
 
 from . import gates as gate_rules
 from .models import (
@@ -392,7 +392,7 @@ def backtest_outcome(backtest: Backtest):
 
 def trace_origin(trace) -> TraceOrigin | None:
     """The backtest that replayed this trace, for the trace page's link back (registered with
-    selection.origins at start-up); the first one, when later backtests reused it (backtest.reuse)."""
+    selection.traces.origins at start-up); the first one, when later backtests reused it (backtest.reuse)."""
     replay = (
         TaskReplay.objects.filter(trace_id=trace.pk).select_related("backtest__proposal").order_by("pk").first()
     )

@@ -29,25 +29,21 @@ from governance import frames as frame_rules
 from governance import selectors as governance_selectors
 from governance.models import Proposal, ProposalState
 from governance.services import GovernanceError, InputRefused, proposal_sync_state
-from selection import store, telemetry
+from selection import telemetry
 from selection.corpus.frames import merge_patch
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import leakage, score_bundle
+from selection.engine.outputs import ContextBundle, SelectionResult
 from selection.engine.pipeline import ENGINE_VERSION
-from selection.engine.types import ContextBundle, ProjectFrame, SelectionResult, WorkFrame
-from selection.framing import FramingError, task_work_frame
+from selection.engine.types import ProjectFrame, WorkFrame
+from selection.evaluation.scoring import ledgers_for_tasks
+from selection.memory import store
 from selection.models import Project, Task, Trace, TraceTombstone
-from selection.scoring import ledgers_for_tasks
-from selection.selectors import stored_inputs
-from selection.services import (
-    SelectionError,
-    SelectionInputs,
-    TraceEntry,
-    embed_queries,
-    selection_run,
-    trace_write,
-    traces_write,
-)
+from selection.serving.framing import FramingError, task_work_frame
+from selection.serving.query_vectors import embed_queries
+from selection.serving.selections import SelectionError, SelectionInputs, selection_run
+from selection.traces.recording import TraceEntry, trace_write, traces_write
+from selection.traces.selectors import stored_inputs
 
 from . import ablation as ablation_rules
 from . import gates as gate_rules
@@ -295,7 +291,7 @@ def _launch(backtest_id: int) -> None:
 
 # --- one replay ------------------------------------------------------------------------------
 
-# Worker-process caches of immutable rows (FrameVersion frames are cached in selection.store): a
+# Worker-process caches of immutable rows (FrameVersion frames are cached in selection.memory.store): a
 # task's work frame and ledger, a corpus index's unit maps. Rows they hold are never updated (triggers, import-only).
 
 
@@ -525,7 +521,7 @@ def _baseline_keys(backtest: Backtest, outcomes: list[_Outcome], indexes: dict[i
 
 def _replays_write(backtest_id: int, outcomes: list[_Outcome]) -> dict[tuple[int, str], Replayed]:
     """Every outcome's trace and row in one transaction: traces by one bulk insert and one COPY
-    (selection.services.traces_write), then the TaskReplay and AblationReplay rows. The backtest's
+    (selection.serving.selections.traces_write), then the TaskReplay and AblationReplay rows. The backtest's
     advisory lock makes concurrent writers of the same backtest (a redelivered chunk) take turns,
     and each writes only the pairs still missing once it holds the lock."""
     with transaction.atomic():
@@ -533,7 +529,7 @@ def _replays_write(backtest_id: int, outcomes: list[_Outcome]) -> dict[tuple[int
             # a replay is derived data, made again by a re-run: its commit does not wait for the WAL
             # flush (~8 ms here, paid per chunk). A crash loses at most the last commits, a suffix
             # of the WAL, so the trace chain stays whole and the backtest lacks replays (it fails
-            # and is re-run); a live selection's trace (selection.services) keeps the durable commit
+            # and is re-run); a live selection's trace (selection.serving.selections) keeps the durable commit
             cursor.execute("SET LOCAL synchronous_commit TO off")
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [REPLAY_LOCK_CLASS, backtest_id])
         written = _done(backtest_id, [(o.task_id, o.side) for o in outcomes])

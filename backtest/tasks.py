@@ -13,7 +13,7 @@ from celery.signals import worker_process_init, worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from selection import embeddings
+from selection.memory import embeddings
 
 from . import services
 from .gates import GateSpecError

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from authority import access
 from governance import frames, inbox
 from governance import selectors as governance_selectors
-from selection.tasksets import task_set_label, task_set_versions
+from selection.evaluation.task_sets import task_set_label, task_set_versions
 
 from . import discussion, review_card, selectors, services
 from .forms import CommentForm, ReviewForm

@@ -15,7 +15,7 @@ from authority.selectors import frame_version_by_number
 from governance.models import Proposal
 from governance.services import proposal_import
 from selection.corpus import ProposalSpec
-from selection.generated import GeneratedCorpus, GeneratedTask, generated_corpus_write
+from selection.memory.generated import GeneratedCorpus, GeneratedTask, generated_corpus_write
 from selection.models import Corpus, Project
 
 from .generator import SyntheticCorpus

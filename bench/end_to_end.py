@@ -14,11 +14,12 @@ from django.contrib.auth import get_user_model
 
 from authority.models import Role
 from authority.services import role_grant
-from selection import index_cache, services, store
 from selection.engine.index import CorpusIndex
 from selection.engine.timings import StageTimings, TimedStage
+from selection.memory import index_cache, store
 from selection.models import Project, Task
-from selection.serving import select_for_user
+from selection.serving import query_vectors
+from selection.serving.serve import select_for_user
 
 from .database import StoredBench
 from .generator import SyntheticCorpus
@@ -56,10 +57,10 @@ def time_service(stored: StoredBench, bench: SyntheticCorpus, runs: int) -> dict
     reader = bench_reader(stored)
     totals: dict[str, list[float]] = {"total": [], **{name: [] for name in PARTS}}
     timings = StageTimings()
-    services.embed_queries(["warm the model"])
+    query_vectors.embed_queries(["warm the model"])
     for i in range(runs + WARM_RUNS):
         task = tasks[i % len(tasks)]
-        services.embed_cache_clear()
+        query_vectors.embed_cache_clear()
         timings.clear()
         work = store.work_frame_for_task(task)
         begun = time.perf_counter()

@@ -26,8 +26,9 @@ from selection.engine.timings import StageTimings, TimedStage
 
 if TYPE_CHECKING:
     from selection.engine.index import CorpusIndex
-    from selection.engine.types import EngineConfig, ProjectFrame, SelectionResult
-    from selection.serving import HeldCorpus
+    from selection.engine.outputs import SelectionResult
+    from selection.engine.types import EngineConfig, ProjectFrame
+    from selection.serving.serve import HeldCorpus
 
     from .workload import BenchTask
 
@@ -77,7 +78,7 @@ def held(
 ) -> HeldCorpus:
     """The corpus the asks are served from: its frames, `index`, every ask's vectors by query (a
     query asked twice with other vectors is refused) and the engine configuration."""
-    from selection.serving import HeldCorpus
+    from selection.serving.serve import HeldCorpus
 
     vectors: dict[str, tuple] = {}
     for ask in asks:
@@ -89,7 +90,7 @@ def held(
 
 def serve(corpus: HeldCorpus, ask: Ask, timings: StageTimings | None = None) -> SelectionResult:
     """One selection through the serving function (source "bench"), timed into `timings`."""
-    from selection.serving import select_for_user
+    from selection.serving.serve import select_for_user
 
     return select_for_user(
         user=None, project_slug=ask.project, query=ask.query, objective=ask.objective,

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from django.db import transaction
 
-from selection import embeddings
-from selection.corpus.records import CorpusData, ProjectSpec, UnitRecord
+from selection.corpus.contents import CorpusData, ProjectSpec, UnitRecord
 from selection.corpus.writer import write_corpus
-from selection.importing import EMBED_BATCH, corpus_import
+from selection.memory import embeddings
+from selection.memory.importing import EMBED_BATCH, corpus_import
 
 from .generator import generate
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from selection.engine.index import IVF_THRESHOLD, CorpusIndex
 from selection.engine.timings import TimedStage
 from selection.engine.types import ProjectFrame
-from selection.index_cache import read_index, write_index
+from selection.memory.index_cache import read_index, write_index
 
 from .generator import generate
 from .held import Ask, CpuTimings, django_ready, held, serve, task_asks

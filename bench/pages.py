@@ -26,10 +26,11 @@ from django.urls import reverse
 
 from authority.models import AuditEntry, Role
 from authority.services import role_grant
-from selection import services, store
 from selection.engine.types import EngineConfig
-from selection.evaluation import evaluation_run
+from selection.evaluation.ladder import evaluation_run
+from selection.memory import store
 from selection.models import Evaluation, Task, Trace
+from selection.serving import selections as services
 
 from .database import StoredBench
 from .stats import summary

@@ -2,7 +2,7 @@
 p50/p95 of one search (top 40), unscoped and scoped to the task's own project (a frame's scope:
 the filter runs inside the iterative index scan), and recall@40 against exact cosine over the same
 vectors. Where this server's pgvector cannot run on this CPU the part is
-skipped, and says why (selection/hnsw/support.py); the check runs before any vector code.
+skipped, and says why (selection/memory/hnsw/support.py); the check runs before any vector code.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from selection.engine.index import NumpyExactSearcher
-from selection.hnsw.index import build_hnsw_index, index_options, pgvector_refusal, searcher_for_corpus
+from selection.memory.hnsw.index import build_hnsw_index, index_options, pgvector_refusal, searcher_for_corpus
 from selection.models import Project
 
 from .database import StoredBench

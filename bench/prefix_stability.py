@@ -38,7 +38,8 @@ import numpy as np
 
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import prefix_share, prefix_stability
-from selection.engine.types import ORDER_RULES, SelectionResult, estimate_tokens
+from selection.engine.outputs import SelectionResult
+from selection.engine.types import ORDER_RULES, estimate_tokens
 
 from .generator import SyntheticCorpus, generate
 from .held import Ask, held, serve

@@ -10,7 +10,7 @@ its targets checked against it. Each part lives in its own module, by what it me
   end_to_end          selection.serving.select_for_user as the API calls it: the project lookup,
                       the reader's role, embeddings, select and the durable trace write
   backtest_throughput backtest.services.replay_many over the launch chunks, in forked workers
-  import_rate         selection.importing.corpus_import with real embeddings, rolled back
+  import_rate         selection.memory.importing.corpus_import with real embeddings, rolled back
   pgvector_hnsw       dense search in PostgreSQL with pgvector's HNSW index: p50/p95, recall@40
                       against exact (skipped, saying why, where pgvector cannot run on this CPU)
   pages               the trace page (~200 candidates), the evaluation page, the audit log and the

@@ -21,7 +21,7 @@ from .held import Ask, CpuTimings, held, serve, task_asks
 from .stats import summary
 
 if TYPE_CHECKING:
-    from selection.serving import HeldCorpus
+    from selection.serving.serve import HeldCorpus
 
 
 def time_selection(corpus: HeldCorpus, asks: list[Ask], samples: int) -> dict:

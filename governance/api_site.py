@@ -23,13 +23,13 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
-from selection import embeddings
 from selection.corpus import CorpusError
 from selection.engine.routing.report import routing_summary
-from selection.evaluation import EvaluationError
-from selection.services import SelectionError
-from selection.serving import StrictRoutingRefused
-from selection.uploads import ArchiveRefused
+from selection.evaluation.ladder import EvaluationError
+from selection.memory import embeddings
+from selection.memory.uploads import ArchiveRefused
+from selection.serving.selections import SelectionError
+from selection.serving.serve import StrictRoutingRefused
 
 from . import tokens
 from .celery import app as celery_app

@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from selection.corpus_parts import register_corpus_part
+from selection.memory.corpus_parts import register_corpus_part
 
 
 class GovernanceConfig(AppConfig):

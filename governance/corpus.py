@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from selection.corpus import CorpusData, CorpusIssue, ProposalSpec
-from selection.corpus_parts import ImportedCorpus
+from selection.memory.corpus_parts import ImportedCorpus
 
 from .models import Proposal
 from .services import proposal_import

@@ -22,11 +22,13 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
-from selection import selectors, serving
-from selection.api import counterfactual_document, outcome_document, select_document, trace_document
+from selection import serving
 from selection.engine.types import WorkSignal
-from selection.evaluation import EvaluationError
-from selection.services import SelectionError
+from selection.evaluation.ladder import EvaluationError
+from selection.serving.api import select_document
+from selection.serving.selections import SelectionError
+from selection.traces import selectors
+from selection.traces.api import counterfactual_document, outcome_document, trace_document
 
 from . import tokens
 

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
-from selection.hnsw import support as hnsw_support
+from selection.memory.hnsw import support as hnsw_support
 
 from . import embedded
 
@@ -257,7 +257,7 @@ FG_READER_MODEL_TIMEOUT = float(env("FG_READER_MODEL_TIMEOUT", "30"))
 # corpus archives uploaded through the API or the page wait here for their import job; the
 # workers must see the same directory (one machine, or a shared volume)
 FG_UPLOAD_DIR = env("FG_UPLOAD_DIR", str(embedded.STATE_DIR / "uploads"))
-# engine indexes persisted for fast start-up (selection/index_cache.py); empty: off
+# engine indexes persisted for fast start-up (selection/memory/index_cache.py); empty: off
 FG_INDEX_CACHE_DIR = env("FG_INDEX_CACHE_DIR", str(embedded.STATE_DIR / "index-cache"))
 # the embedding model exported to ONNX, when FG_EMBEDDING_RUNTIME=onnx (one file per model version)
 FG_EMBEDDING_CACHE_DIR = env("FG_EMBEDDING_CACHE_DIR", str(embedded.STATE_DIR / "embedding-cache"))

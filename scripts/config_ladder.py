@@ -41,8 +41,8 @@ def main(argv=None) -> int:
     import django
 
     django.setup()
-    from selection import services
     from selection.engine.types import AdmissionPolicy, EngineConfig
+    from selection.serving import selections as services
 
     overrides = json.loads(args.overrides)
     if overrides:
@@ -75,8 +75,8 @@ def main(argv=None) -> int:
 
 
 def ladder(services, corpus: str, conditions: list[str], explain: bool) -> dict | None:
+    from selection.evaluation.scoring import ledger_for_task, score_result
     from selection.models import Task
-    from selection.scoring import ledger_for_task, score_result
 
     tasks = list(
         Task.objects.filter(corpus__name=corpus).select_related("project", "corpus").order_by("position", "uid")

@@ -52,7 +52,7 @@ def measure(runs: int, repeat: bool) -> None:
 
     from authority.models import RoleGrant
     from governance import tokens
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
     from selection.models import Project, Task
 
     corpus_import(REPO / "fixtures" / "context-lab")

@@ -115,10 +115,11 @@ def measure(runs: int, size: int, profile: bool = False) -> None:
     from django.test import Client
     from django.urls import reverse
 
-    from selection import embeddings, services, store
     from selection.engine.types import EngineConfig
-    from selection.importing import corpus_import
+    from selection.memory import embeddings, store
+    from selection.memory.importing import corpus_import
     from selection.models import Project, Task
+    from selection.serving import selections as services
 
     embeddings.embed_texts = hash_vectors
     with tempfile.TemporaryDirectory() as tmp:

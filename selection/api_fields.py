@@ -18,6 +18,7 @@ def _storable(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_storable)]
+MAX_TEXT = 20_000  # the longest free text a request may carry (a query, a note)
 # a database integer key or version number: PostgreSQL's integer range, so no lookup overflows
 Id = Annotated[int, Field(ge=0, le=2_147_483_647)]
 

@@ -6,6 +6,6 @@ class SelectionConfig(AppConfig):
     verbose_name = "Memory and selection"
 
     def ready(self):
-        from . import telemetry
+        from selection import telemetry
 
         telemetry.configure_from_env()  # opt-in: OTEL_TRACES_EXPORTER=console|otlp

@@ -48,7 +48,7 @@ def selection_attributes(*, project: str, frame_version: int, result, trace_id: 
 
 
 def traced_selection(run):
-    """Wrap services.run_selection: one `fg.selection` span per call, its attributes from the result."""
+    """Wrap selections.run_selection: one `fg.selection` span per call, its attributes from the result."""
 
     @functools.wraps(run)
     def wrapper(*args, **kwargs):

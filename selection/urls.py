@@ -1,11 +1,14 @@
 from django.urls import path
 
-from . import views as trace_views
-from . import views_chain, views_evaluation, views_jobs, views_labelling, views_retention, views_units
+from selection.evaluation import views as views_evaluation
+from selection.evaluation import views_jobs
+from selection.memory import views as views_units
+from selection.traces import views as trace_views
+from selection.traces import views_chain, views_compare, views_labelling, views_retention
 
 urlpatterns: list = []
 
-# --- evaluations (selection/views_evaluation.py) ---
+# --- evaluations (selection/evaluation/views.py) ---
 urlpatterns += [
     path("evaluations/", views_evaluation.evaluation_index, name="evaluation-index"),
     path(
@@ -22,7 +25,7 @@ urlpatterns += [
 ]
 # --- end evaluations ---
 
-# --- trace explorer (selection/views.py) ---
+# --- trace explorer (selection/traces/views.py) ---
 urlpatterns += [
     path("traces/", trace_views.trace_list, name="trace-list"),
     path("traces/chain/", views_chain.trace_chain, name="trace-chain"),
@@ -31,29 +34,29 @@ urlpatterns += [
         trace_views.trace_search_export,
         name="trace-search-export",
     ),
-    path("traces/diff/", trace_views.trace_diff_view, name="trace-diff"),
+    path("traces/diff/", views_compare.trace_diff_view, name="trace-diff"),
     path("traces/unlabelled/", views_labelling.trace_queue, name="trace-queue"),
     path("traces/<int:pk>/label/", views_labelling.trace_label, name="trace-label"),
     path("traces/<int:pk>/", trace_views.trace_detail, name="trace-detail"),
-    path("traces/<int:pk>/verify/", trace_views.trace_verify, name="trace-verify"),
+    path("traces/<int:pk>/verify/", views_compare.trace_verify, name="trace-verify"),
     path(
         "traces/<int:pk>/counterfactual/<str:unit_uid>/",
-        trace_views.trace_counterfactual,
+        views_compare.trace_counterfactual,
         name="trace-counterfactual",
     ),
-    path("traces/<int:pk>/now/", trace_views.trace_now, name="trace-now"),
+    path("traces/<int:pk>/now/", views_compare.trace_now, name="trace-now"),
     path("traces/<int:pk>/export.<str:fmt>", trace_views.trace_export, name="trace-export"),
 ]
 # --- end trace explorer ---
 
-# --- jobs and corpus upload (selection/views_jobs.py) ---
+# --- jobs and corpus upload (selection/evaluation/views_jobs.py) ---
 urlpatterns += [
     path("jobs/<int:pk>/", views_jobs.job_detail, name="job-detail"),
     path("corpora/upload/", views_jobs.corpus_upload, name="corpus-upload"),
 ]
 # --- end jobs ---
 
-# --- units (selection/views_units.py) ---
+# --- units (selection/memory/views.py) ---
 urlpatterns += [
     path("corpora/<slug:name>/units/<str:uid>/", views_units.unit_detail, name="unit-detail"),
     path("corpora/<slug:name>/units/<str:uid>/erase/", views_units.unit_erase_view, name="unit-erase"),

@@ -35,12 +35,12 @@ def test_an_upward_import_breaks_the_layers_contract(tmp_path):
     for app in APPS:
         shutil.copytree(ROOT / app, tmp_path / app, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    services = tmp_path / "selection" / "services.py"
+    services = tmp_path / "selection" / "serving" / "selections.py"
     services.write_text(services.read_text() + "\nfrom backtest import gates  # upward\n")
     result = _run_lint(tmp_path)
     assert result.returncode == 1
     assert "selection is not allowed to import backtest" in result.stdout
-    assert "selection.services -> backtest.gates" in result.stdout
+    assert "selection.serving.selections -> backtest.gates" in result.stdout
 
 
 def _sources():

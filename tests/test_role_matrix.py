@@ -30,7 +30,7 @@ ALLOW, DENY, LOGIN = "allow", "deny", "login"
 def world(db, tmp_path, django_user_model, make_project, django_capture_on_commit_callbacks):
     from backtest import services as backtest_services
     from governance.models import Proposal
-    from selection.evaluation import evaluation_run
+    from selection.evaluation.ladder import evaluation_run
     from tests.selection.test_traces import Lab
 
     lab = Lab(tmp_path)

@@ -24,15 +24,15 @@ from authority import access
 from authority.audit import audit_record, register_audit_listener
 from authority.selectors import current_frame_version
 from governance.celery import app as celery_app
-from selection import store
 from selection.engine.gates import Gates
 from selection.engine.metrics import score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
-from selection.framing import FramingError, task_work_frame
+from selection.evaluation.scoring import ledgers_for_tasks
+from selection.evaluation.task_sets import project_tasks, task_set_versions, tasks_digest
+from selection.memory import store
 from selection.models import Corpus, Project, Task
-from selection.scoring import ledgers_for_tasks
-from selection.services import SelectionError, replay_task
-from selection.tasksets import project_tasks, task_set_versions, tasks_digest
+from selection.serving.framing import FramingError, task_work_frame
+from selection.serving.selections import SelectionError, replay_task
 
 from ..models import FrameHealth, HealthTransition, HealthTrigger
 from . import judge

@@ -1,8 +1,6 @@
 """The corpus interchange format, version 1: read, check and write a corpus; no Django here."""
 
-from selection.corpus.issues import CorpusError, CorpusIssue
-from selection.corpus.reader import read_corpus
-from selection.corpus.records import (
+from selection.corpus.contents import (
     CorpusData,
     ProjectSpec,
     ProposalSpec,
@@ -11,6 +9,8 @@ from selection.corpus.records import (
     TaskSpec,
     UnitRecord,
 )
+from selection.corpus.issues import CorpusError, CorpusIssue
+from selection.corpus.reader import read_corpus
 from selection.corpus.writer import write_corpus
 
 __all__ = [

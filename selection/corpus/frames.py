@@ -62,8 +62,8 @@ MAX_REQUIRED_APPROVALS = 20
 class ApprovalPolicy:
     """How a proposal of this project is reviewed before promotion (the frame's `approval` key).
 
-    The defaults are the rules before the key existed: one approval, a rejection blocks, and the
-    approver may promote. The author of a proposal never counts as one of its approvers.
+    The defaults, for a frame without the key: one approval, a rejection blocks, and the approver
+    may promote. The author of a proposal never counts as one of its approvers.
     """
 
     required_approvals: int = 1

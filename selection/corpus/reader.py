@@ -6,12 +6,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from selection.corpus.contents import CorpusData, ProjectSpec, ProposalSpec, TaskSpec, UnitRecord
+from selection.corpus.evaluation_tasks import check_proposals, check_tasks
 from selection.corpus.frames import check_frame
 from selection.corpus.issues import CorpusError
 from selection.corpus.places import Place, Report, Unreadable
-from selection.corpus.records import CorpusData, ProjectSpec, ProposalSpec, TaskSpec, UnitRecord
 from selection.corpus.sources import load_jsonl, load_yaml
-from selection.corpus.tasks import check_proposals, check_tasks
 from selection.corpus.units import check_units
 
 CORPUS_FILE = "corpus.yaml"

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from selection.corpus.contents import UnitRecord
 from selection.corpus.places import Place, Report
-from selection.corpus.records import UnitRecord
 from selection.corpus.sources import JsonLine
 from selection.engine.types import OpenLoop, Unit
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
+from selection.corpus.contents import CorpusData, ProposalSpec, TaskSpec, UnitRecord
 from selection.corpus.reader import CORPUS_FILE, PROPOSALS_FILE, TASKS_FILE, UNITS_FILE
-from selection.corpus.records import CorpusData, ProposalSpec, TaskSpec, UnitRecord
 from selection.corpus.sources import CorpusDumper
 
 _CORPUS_FILES = (CORPUS_FILE, UNITS_FILE, TASKS_FILE, PROPOSALS_FILE)

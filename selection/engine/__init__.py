@@ -10,22 +10,11 @@ from .conditions import (
     get_condition,
 )
 from .index import CorpusIndex, DenseHits, DenseSearcher, IvfSearcher, NumpyExactSearcher, tokenise
+from .outputs import BundleItem, CandidateRecord, ContextBundle, ContextTrace, SelectionResult
 from .pipeline import ENGINE_VERSION, POLICY_VERSION, select
 from .reason_codes import Disposition, ReasonCode, Stage
 from .timings import StageTimings, TimedStage
-from .types import (
-    BundleItem,
-    CandidateRecord,
-    ContextBundle,
-    ContextTrace,
-    EngineConfig,
-    ProjectFrame,
-    SelectionRequest,
-    SelectionResult,
-    Unit,
-    WorkFrame,
-    WorkSignal,
-)
+from .types import EngineConfig, ProjectFrame, SelectionRequest, Unit, WorkFrame, WorkSignal
 
 __all__ = [
     "Attribution",

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from .outputs import ContextTrace
 from .reason_codes import REACHES_MODEL, Disposition, ReasonCode, Stage
 from .serialisation import Serialisable
-from .types import ContextTrace
 
 WANTED = ("MUST", "SHOULD")  # the ledger labels whose misses are attributed
 

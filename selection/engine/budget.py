@@ -11,10 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .coalesce import DraftItem
-from .policy import evidence, pulled
+from .outputs import CoalescingOp
+from .ranking import evidence, pulled
 from .reason_codes import CoalescingKind, ReasonCode, Stage
 from .render import item_tokens, render_item
-from .types import DEFAULT_UNLISTED_FLOOR, AdmissionPolicy, CoalescingOp
+from .types import DEFAULT_UNLISTED_FLOOR, AdmissionPolicy
 
 
 @dataclass

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .index import CorpusIndex
+from .outputs import CoalescingOp
 from .policy import Working
 from .reason_codes import CoalescingKind, ReasonCode
-from .types import CoalescingOp
 
 
 class DraftItem:

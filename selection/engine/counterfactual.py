@@ -6,41 +6,18 @@ Pure Python; the caller supplies the index and the dense vectors the original ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .conditions import effective_condition, get_condition
 from .index import CorpusIndex
+from .outputs import ContextTrace, SelectionResult
 from .pipeline import select
 from .reason_codes import REACHES_MODEL, Disposition
-from .routing.types import RoutingInputs
-from .types import ContextTrace, ProjectFrame, SelectionRequest, SelectionResult
+from .types import ProjectFrame, SelectionRequest
 
 MAX_PULL = 10  # the largest class pull tried
 BUDGET_FACTOR = 1.0  # budgets are searched up to +100%
-
-
-def request_from_trace(
-    trace: ContextTrace,
-    *,
-    query_vector: tuple[float, ...] | None,
-    objective_vector: tuple[float, ...] | None,
-    ledger: Mapping[str, str] | None = None,
-) -> SelectionRequest:
-    """The request a stored trace was made from (vectors are recomputed by the caller)."""
-    return SelectionRequest(
-        project_frame=trace.project_frame,
-        work_frame=trace.work_frame,
-        query=trace.query,
-        budget_tokens=trace.budget_tokens,
-        condition=trace.condition,
-        standpoint=trace.standpoint,
-        query_vector=query_vector,
-        objective_vector=objective_vector,
-        ledger=ledger,
-        # local overlay units are private and not in the trace: a re-run uses the shared corpus
-        routing=trace.routing.inputs if trace.routing else RoutingInputs(),
-    )
 
 
 @dataclass(frozen=True)
@@ -331,7 +308,8 @@ def counterfactuals(
     budget_factor: float = BUDGET_FACTOR,
 ) -> CounterfactualReport:
     """The smallest budget increase, class move and class pull that admit `unit_id`, each by a
-    bounded search of engine re-runs. `request` is request_from_trace(trace, ...).
+    bounded search of engine re-runs. `request` is the request the trace was made from
+    (selection.traces.selectors.stored_request builds it through the one request builder).
     """
     unit = index.unit(unit_id)
     runner = _Runner(request, index, trace, unit_id)

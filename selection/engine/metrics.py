@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from .types import ContextBundle
+from .outputs import ContextBundle
 
 MUST, SHOULD, HARMFUL, DISTRACTOR = "MUST", "SHOULD", "HARMFUL", "DISTRACTOR"
 

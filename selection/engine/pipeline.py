@@ -4,51 +4,43 @@ and no clock but the StageTimings a caller may pass in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from . import signals as sig
 from .budget import admit_within_budget
-from .coalesce import coalesce, one_item_each
-from .conditions import Condition, effective_condition, get_condition
+from .candidate_records import records as candidate_records
+from .candidate_records import retriever_config
+from .candidate_signals import compute_signals
+from .coalesce import one_item_each
+from .conditions import effective_condition, get_condition
 from .index import CorpusIndex
+from .outputs import (
+    BundleItem,
+    ContextBundle,
+    ContextTrace,
+    SelectionResult,
+    StageSummary,
+)
 from .policy import (
     Working,
-    apply_eligibility,
     class_order,
-    preferences,
-    rank,
-    work_type_preferences,
 )
 from .reason_codes import ReasonCode, Stage
-from .records import own_relevance, retrieval_parts, retriever_config
-from .records import records as candidate_records
 from .render import render_bundle
-from .retrieval import Pool, build_pool, search
+from .retrieval import Pool
 from .routing.report import strict_refusal
 from .routing.route import route, structural_conflicts
 from .routing.types import RoutingReport
+from .search import search
+from .stages import run_stages
 from .timings import StageTimings, TimedStage, timed
-from .types import (
-    SIGNAL_NAMES,
-    BundleItem,
-    CoalescingOp,
-    ContextBundle,
-    ContextTrace,
-    EngineConfig,
-    SelectionRequest,
-    SelectionResult,
-    StageSummary,
-    Unit,
-)
-from .widening import widen_pool
+from .types import EngineConfig, SelectionRequest, Unit
 
-# Bumped whenever a default changes what a selection admits: approvals are bound to it (a promotion
-# approved under another engine asks for a new backtest), and traces, evaluations and frame health
-# readings record it. 0.2.0 (sixth session): a frame that declares no stop rule gets the engine's
-# default (the unlisted floor, AdmissionPolicy DEFAULT_ADMISSION) instead of the budget alone.
+# Names the defaults that decide what a selection admits, and changes with them: approvals are bound
+# to it (a promotion approved under another engine asks for a new backtest), and traces, evaluations
+# and frame health readings record it. Under 0.2.0 a frame that declares no stop rule gets the
+# engine's default (the unlisted floor, AdmissionPolicy DEFAULT_ADMISSION), not the budget alone.
 ENGINE_VERSION = "frame-governance-engine/0.2.0"
 POLICY_VERSION = "staged-frame-conditioned-v1"
 TRACE_SCHEMA = "context-trace/v1"
@@ -112,7 +104,7 @@ def select(
                 return _refused(request, index, config, named, condition, note, work, standpoint, routing, why)
         local = {u.id: u for u in request.local_units}
         envelope = [index.unit(uid) or local[uid] for uid in routing.envelope]
-        candidates, pool, drafts_decided, ops, stages = _ladder(
+        candidates, pool, drafts_decided, ops, stages = run_stages(
             request, index, config, condition, standpoint, scope, budget, timings, envelope
         )
 
@@ -257,179 +249,6 @@ def _canonical_work_frame(work):
     )
 
 
-def _ladder(
-    request, index, config, condition: Condition, standpoint, scope, budget, timings, envelope=()
-):
-    frame, work = request.project_frame, request.work_frame
-    routed = _admit_envelope(envelope, index, request, standpoint, scope, budget)
-    spent = sum(d.tokens for d in routed if d.admitted)
-    prefs = preferences(condition, frame, work)
-    searches: dict = {}  # widening's rounds differ only in the cut: each searches once
-    with timed(timings, TimedStage.RETRIEVAL):
-        pool = widen_pool(
-            lambda cfg: build_pool(
-                index,
-                query=request.query,
-                query_vector=request.query_vector,
-                objective=work.objective,
-                objective_vector=request.objective_vector,
-                condition=condition,
-                preferences=prefs,
-                scope=scope,
-                class_pull=frame.class_pull,
-                standpoint=standpoint,
-                config=cfg,
-                open_loops=condition.class_policy in ("work_type", "merged")
-                and sig.open_loop_weight(frame, work.work_type) > 0,
-                searches=searches,
-            ),
-            index,
-            config if condition.pool_widening else replace(config, pool_widen_max=config.pool_size),
-            scope if condition.scope_filter else None,
-        )
-    # routed units are already in the bundle (or omitted by the budget): they do not compete again
-    in_envelope = frozenset(u.id for u in envelope)
-    head = _query_head(pool, index, condition, scope, budget - spent, in_envelope)
-    order = [pos for pos in pool.order if index.units[pos].id not in in_envelope]
-    candidates = [
-        Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(order)
-    ]
-    for r, c in enumerate(sorted(candidates, key=lambda c: (-c.query_score, c.uid)), start=1):
-        c.retrieval_rank = r
-    positions = np.asarray(order, dtype=np.int64)
-    jaccard = _compute_signals(candidates, positions, index, request, standpoint, scope, pool)
-    retrieval_parts(candidates, pool, config.rrf_k)
-    stages = [
-        StageSummary(
-            Stage.RETRIEVAL.value,
-            len(index),
-            len(candidates),
-            tuple((k, str(v)) for k, v in sorted(pool.counts.items())),
-        )
-    ]
-    stages.append(StageSummary(Stage.SIGNALS.value, len(candidates), len(candidates)))
-
-    eligible = apply_eligibility(
-        candidates,
-        index=index,
-        condition=condition,
-        scope=scope,
-        prefs=prefs,
-        standpoint=standpoint,
-        config=config,
-        budget_tokens=budget,
-        head=head,
-    )
-    stages.append(StageSummary(Stage.ELIGIBILITY.value, len(candidates), len(eligible)))
-    ranked = rank(
-        eligible,
-        condition=condition,
-        prefs=prefs,
-        config=config,
-        open_loop_applies=condition.class_policy in ("work_type", "merged"),
-        head=head,
-    )
-    stages.append(StageSummary(Stage.RANKING.value, len(eligible), len(ranked)))
-
-    ops: list[CoalescingOp] = []
-    if condition.coalescing:
-        rejected = [c for c in candidates if not c.eligible]
-        drafts, ops = coalesce(ranked, rejected, index)
-        stages.append(StageSummary(Stage.COALESCING.value, len(ranked), len(drafts)))
-    else:
-        drafts = one_item_each(ranked)
-    row_of = {pos: i for i, pos in enumerate(order)}
-    decided = admit_within_budget(
-        drafts,
-        budget_tokens=budget,
-        redundancy_threshold=config.redundancy_threshold if condition.redundancy_rule else None,
-        jaccard=jaccard,
-        row_of=row_of,
-        spent=spent,
-        stop=frame.admission if condition.admission_stop else None,
-        contested=frozenset(
-            c.uid for c in candidates if c.unit.refutes or index.links.refuted_by.get(c.uid)
-        ),
-        ops=ops,
-        objective_ran=pool.objective is not None,
-        unlisted_bucket=len(prefs)
-        if condition.class_policy != "none" and not condition.flat_rank
-        else None,
-    )
-    envelope_working = [m for d in routed for m in d.draft.members]
-    if envelope:
-        stages.insert(
-            0,
-            StageSummary(
-                Stage.ROUTING.value,
-                len(envelope),
-                sum(1 for d in routed if d.admitted),
-                (("envelope_tokens", str(spent)),),
-            ),
-        )
-    return envelope_working + candidates, pool, routed + decided, ops, stages
-
-
-def _query_head(pool, index, condition, scope, budget, skip) -> dict[int, int]:
-    """An inferred frame's hedge: the head of the scoped query-only ranking (the query's own fused
-    hits, as C0 ranks them, out-of-scope units skipped), in order until the next unit would pass
-    `condition.query_head` of the budget; position -> query-only rank. Units of the head that the
-    framed pool lacks join it (pulled by "query_head")."""
-    if condition.query_head <= 0 or pool.query is None:
-        return {}
-    allowance = condition.query_head * max(budget, 0)
-    head: dict[int, int] = {}
-    used = 0
-    fused = pool.query.fused
-    for place, (pos, _) in enumerate(fused, start=1):
-        unit = index.units[pos]
-        if unit.id in skip or (condition.scope_filter and unit.project not in scope):
-            continue
-        if used + unit.tokens > allowance:
-            break
-        used += unit.tokens
-        head[pos] = place
-    # a restatement carries what it echoes: the unit an echo folds into (C6) is of the head too
-    for pos, place in list(head.items()):
-        unit, seen = index.units[pos], {index.units[pos].id}
-        while unit.echo_of and not unit.refutes and unit.echo_of not in seen:
-            root = index.position.get(unit.echo_of)
-            if root is None:
-                break
-            seen.add(unit.echo_of)
-            head.setdefault(root, place)
-            unit = index.units[root]
-    added = 0
-    for pos, place in head.items():
-        if pos not in pool.score:
-            pool.add(pos, 1.0 - (place - 1) / len(fused), "query_head")
-            added += 1
-    pool.counts["query_head"] = len(head)
-    pool.counts["query_head_added"] = added
-    return head
-
-
-def _admit_envelope(envelope, index, request, standpoint, scope, budget):
-    """Routed units first, in routing order (root constraints first), each an atomic item."""
-    if not envelope:
-        return []
-    working = [Working(index.position.get(u.id, -1), u, 0, 0.0) for u in envelope]
-    shared = [c for c in working if c.pos >= 0]
-    _compute_signals(
-        shared, np.asarray([c.pos for c in shared], dtype=np.int64), index, request, standpoint, scope
-    )
-    for c in working:
-        if c.pos < 0:
-            # a local overlay unit is not in the shared index: no retrieval signal describes it
-            c.signals = dict.fromkeys(SIGNAL_NAMES, 0.0)
-        c.eligible = True
-        c.bucket = 0
-    for position, c in enumerate(working, start=1):
-        c.rank = position
-        c.retrieval_rank = 0
-    return admit_within_budget(one_item_each(working), budget_tokens=budget)
-
-
 def _oracle(request, index, config, standpoint, timings):
     """CO: admit MUST then SHOULD units (each label in id order) within the budget. Not a system: a
     ceiling.
@@ -463,7 +282,7 @@ def _oracle(request, index, config, standpoint, timings):
         c.bucket = 0
         c.rank_score = round(c.query_score, 6)
     positions = np.asarray(pool.order, dtype=np.int64)
-    _compute_signals(
+    compute_signals(
         candidates, positions, index, request, standpoint, request.project_frame.scope_set, pool
     )
     stages = [StageSummary(Stage.ORACLE.value, len(ledger), len(candidates))]
@@ -473,51 +292,3 @@ def _oracle(request, index, config, standpoint, timings):
         admitted_reason=ReasonCode.ORACLE_LEDGER,
     )
     return candidates, pool, decided, [], stages
-
-
-def _compute_signals(
-    candidates: Sequence[Working],
-    positions: np.ndarray,
-    index: CorpusIndex,
-    request,
-    standpoint,
-    scope,
-    pool: Pool | None = None,
-) -> np.ndarray:
-    """All ten signals for every candidate, before eligibility; returns the Jaccard matrix.
-
-    query_relevance and objective_relevance read each text's own fused list (1 - (rank - 1) / n;
-    0 when absent), never the pool position that mixes the two."""
-    frame, work = request.project_frame, request.work_frame
-    # goal relevance always reads the work frame's own preference list, whatever the condition ranks
-    # by, so the same unit's trace is comparable across conditions
-    goal_prefs = work_type_preferences(frame, work.work_type)
-    units = [c.unit for c in candidates]
-    pos_list = [c.pos for c in candidates]
-    overlap = sig.objective_overlap(index, positions, work.objective)
-    class_term = sig.class_terms(goal_prefs)
-    class_terms = np.asarray([class_term.get(u.evidence_class, 0.0) for u in units])
-    goal = sig.goal_relevance(class_terms, overlap) if candidates else np.zeros(0)
-    jaccard = sig.jaccard_matrix(index, positions)
-    redundancy = sig.redundancy_before(jaccard)
-    loop_weight = sig.open_loop_weight(frame, work.work_type)
-    reference = standpoint or index.newest
-    pool_ids = frozenset(u.id for u in units)
-    own_query = own_relevance(pool.query if pool else None)
-    own_objective = own_relevance(pool.objective if pool else None)
-    # one column per signal over the whole pool, in SIGNAL_NAMES order; rounded as Python rounds
-    columns = (
-        [own_query.get(p, 0.0) for p in pos_list],
-        [own_objective.get(p, 0.0) for p in pos_list],
-        [round(v, 6) for v in goal.tolist()],
-        [1.0 if u.project in scope else 0.0 for u in units],
-        [sig.temporal_validity(u, standpoint, index) for u in units],
-        [sig.evidence_strength(u) for u in units],
-        [loop_weight if u.is_open_loop else 0.0 for u in units],
-        [round(v, 6) for v in sig.adjacencies(index, units, pool_ids)],
-        [round(v, 6) for v in sig.recencies(units, reference)],
-        [round(v, 6) for v in redundancy.tolist()],
-    )
-    for c, values in zip(candidates, zip(*columns, strict=True), strict=True):
-        c.signals = dict(zip(SIGNAL_NAMES, values, strict=True))
-    return jaccard

@@ -16,9 +16,9 @@ from enum import StrEnum
 class TimedStage(StrEnum):
     RETRIEVAL = "retrieval"  # the candidate pool: both queries, fusion, pulls (select)
     TRACE_RECORDS = "trace_records"  # one frozen CandidateRecord per candidate (select)
-    EMBED = "embed"  # query and objective embeddings (selection.services.run_selection)
-    SELECT = "select"  # the engine's select() as a whole (selection.services.run_selection)
-    TRACE_WRITE = "trace_write"  # the durable trace rows (selection.services.run_selection)
+    EMBED = "embed"  # query and objective embeddings (selection.serving.selections.run_selection)
+    SELECT = "select"  # the engine's select() as a whole (selection.serving.selections.run_selection)
+    TRACE_WRITE = "trace_write"  # the durable trace rows (selection.serving.selections.run_selection)
 
 
 class StageTimings:

@@ -1,4 +1,4 @@
-"""Adaptive pool widening (issue 15, item 8): the candidate pool grows when retrieval, not ranking,
+"""Adaptive pool widening: the candidate pool grows when retrieval, not ranking,
 is the bottleneck, that is when the pool's tail still scores near its head.
 
 The fused list is cut at `pool_size`. When the last in-scope retrieved unit of the pool still has a

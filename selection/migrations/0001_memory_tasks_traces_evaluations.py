@@ -14,7 +14,7 @@ from pgvector.django import VectorExtension
 
 import selection.models
 from authority.db import append_only, append_only_but_tombstones
-from selection.hnsw.index import build_hnsw_index
+from selection.memory.hnsw.index import build_hnsw_index
 
 HNSW_INDEX = "selection_memoryunit_embedding_hnsw_384"
 

@@ -52,7 +52,7 @@ def root_client(client, django_user_model):
 
 @pytest.mark.parametrize("pack", [_tar, _zip])
 def test_an_uploaded_corpus_is_checked_then_imported_by_its_job(root_client, tmp_path, upload_dir, pack):
-    from selection.jobs import job_run
+    from selection.evaluation.jobs import job_run
     from selection.models import Corpus
 
     response = _upload(root_client, pack(write_lab(tmp_path / "tlab")))
@@ -83,7 +83,7 @@ def test_an_archive_escaping_its_folder_is_refused_whole(root_client, tmp_path, 
 
 
 def test_limits_give_413(root_client, tmp_path, monkeypatch):
-    from selection import uploads
+    from selection.memory import uploads
 
     monkeypatch.setattr(uploads, "MAX_MEMBERS", 3)
     doc = assert_problem(_upload(root_client, _tar(write_lab(tmp_path / "tlab"))), 413)
@@ -112,7 +112,7 @@ def test_only_a_signed_in_superuser_imports(client, people, token_for, tmp_path)
 
 
 def test_an_evaluation_runs_as_a_job(api, people, token_for):
-    from selection.jobs import job_run
+    from selection.evaluation.jobs import job_run
 
     lead = api(token_for(people["lead"], "sift", "lead"))
     assert_problem(lead.post("/corpora/context-lab/evaluations", {"conditions": ["C9"]}), 422)

@@ -70,7 +70,7 @@ def test_without_a_token_every_tool_refuses(context_lab, monkeypatch):
 def test_manage_py_mcp_speaks_stdio(people, token_for):
     from django.db import connection
 
-    from selection.serving import select_for_user
+    from selection.serving.serve import select_for_user
 
     trace_id = select_for_user(
         user=people["auditor"], project_slug="sift", query="smoke test", budget_tokens=300

@@ -30,8 +30,8 @@ def context_lab(db, monkeypatch):
     The vectors of the same texts are computed once per session and handed back on later imports:
     embedding 77 units takes seconds on a small machine, and every test needs a fresh import.
     """
-    from selection import embeddings
-    from selection.importing import corpus_import
+    from selection.memory import embeddings
+    from selection.memory.importing import corpus_import
 
     real = embeddings.embed_texts
 

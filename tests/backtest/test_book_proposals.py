@@ -52,7 +52,7 @@ ABLATED = {
 
 @pytest.fixture
 def book(db):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     return corpus_import(BOOK)
 

@@ -15,10 +15,11 @@ from django.urls import reverse
 
 from backtest import services
 from backtest.models import AblationReplay, Backtest, BacktestStatus, TaskReplay
-from selection import chain, store
-from selection.chain import canonical, content_digest, verify_chain
 from selection.engine.serialisation import to_jsonable
+from selection.memory import store
 from selection.models import MemoryUnit, Trace, TraceCandidate
+from selection.traces import chain
+from selection.traces.chain import canonical, content_digest, verify_chain
 
 from .conftest import proposal
 
@@ -165,7 +166,7 @@ def test_a_later_backtest_reuses_the_baseline_replays_and_judges_the_same(sift):
 
 
 def test_a_changed_corpus_replays_the_baseline_again(sift, sift_users):
-    from selection.erasure import unit_erase
+    from selection.memory.erasure import unit_erase
 
     first = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     run_in_chunks(first)

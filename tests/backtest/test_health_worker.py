@@ -18,9 +18,9 @@ from backtest.models import FrameHealth
 from governance import webhooks
 from governance.celery import app
 from governance.models import WebhookDelivery
-from selection import labelling
 from selection.models import Task, TraceCandidate
-from selection.services import replay_task
+from selection.serving.selections import replay_task
+from selection.traces import labelling
 from tests.receiver import Receiver
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

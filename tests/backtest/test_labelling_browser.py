@@ -10,9 +10,10 @@ import time
 import pytest
 from django.urls import reverse
 
-from selection import services, store
-from selection.evaluation import evaluation_run
+from selection.evaluation.ladder import evaluation_run
+from selection.memory import store
 from selection.models import Job, LedgerEntry, Task, TraceCandidate
+from selection.serving import selections as services
 from tests.browser import css, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]

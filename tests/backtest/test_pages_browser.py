@@ -85,7 +85,7 @@ def _screenshot(driver, path: Path) -> None:
 
 @pytest.mark.parametrize("role", ROLES)
 def test_every_main_page_fits_the_screen_without_errors(role, sift_users, browser, browser_login, live_server):
-    from selection.evaluation import evaluation_run
+    from selection.evaluation.ladder import evaluation_run
 
     backtest = _finished_backtest("looser-stop-rule")
     evaluation = evaluation_run(corpus="context-lab", conditions=["C0", "C6"])

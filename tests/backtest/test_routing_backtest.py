@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from backtest.models import BacktestStatus, ReplaySide, TaskReplay
-from selection import store
+from selection.memory import store
 
 from .conftest import wait_finished
 
@@ -101,7 +101,7 @@ def routing_of(trace) -> tuple:
 @pytest.fixture
 def rback(db, tmp_path, django_user_model):
     from authority.models import RoleGrant
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
     from selection.models import Project
 
     directory = tmp_path / "rback"
@@ -118,7 +118,7 @@ def rback(db, tmp_path, django_user_model):
 
 def test_a_backtest_replays_routing_as_evaluate_does_and_sees_a_routing_change(celery_worker_process, rback):
     from governance.services import proposal_submit
-    from selection.evaluation import evaluation_run
+    from selection.evaluation.ladder import evaluation_run
     from selection.models import EvaluationRun
 
     project, lead = rback

@@ -10,8 +10,8 @@ from django.urls import reverse
 from authority.models import AuditEntry
 from backtest import services
 from backtest.models import TaskReplay
-from selection import labelling
 from selection.models import TaskSetVersion, TraceCandidate
+from selection.traces import labelling
 from tests.api.conftest import ApiClient
 
 from .test_review_card import _finished

@@ -26,7 +26,7 @@ from selection.engine.index.ivf import exact_cosines
 from selection.engine.pipeline import select
 from selection.engine.timings import TimedStage
 from selection.engine.types import EngineConfig, SelectionRequest, WorkFrame
-from selection.services import SelectionError
+from selection.serving.selections import SelectionError
 
 SIZE = 300
 

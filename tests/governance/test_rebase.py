@@ -323,8 +323,8 @@ def test_a_lead_edits_or_splits_a_change_into_a_new_proposal_that_replaces_it(cl
 def test_backtests_name_their_task_set_version_and_a_comparison_across_versions_says_so(
     client, submit, users, make_backtest, project
 ):
+    from selection.evaluation.task_sets import task_set_digest
     from selection.models import TaskSetVersion
-    from selection.tasksets import task_set_digest
 
     proposal = submit()
     first = make_backtest(proposal)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bench.generator import generate
-from selection import embeddings
-from selection.embeddings import Embedder, EmbeddingConfigError, default_model_dir
+from selection.memory import embeddings
+from selection.memory.embeddings import Embedder, EmbeddingConfigError, default_model_dir
 
 
 def varied_texts() -> list[str]:

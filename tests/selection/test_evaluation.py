@@ -14,22 +14,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import NoReverseMatch, reverse
 
-from selection import store
 from selection.engine.attribution import LOSS_STAGES
 from selection.engine.conditions import LADDER, UnknownCondition
 from selection.engine.metrics import METRICS
-from selection.evaluation import (
-    ALL_CONDITIONS,
-    ECODES,
-    EvaluationError,
-    ecode_counts,
-    evaluation_run,
-    hazard_table,
-    mean_metrics,
-    pair_overlaps,
-    parse_conditions,
-)
-from selection.jobs import job_run
+from selection.evaluation.aggregation import ECODES, ecode_counts, hazard_table, mean_metrics, pair_overlaps
+from selection.evaluation.jobs import job_run
+from selection.evaluation.ladder import ALL_CONDITIONS, EvaluationError, evaluation_run, parse_conditions
+from selection.memory import store
 from selection.models import Corpus, Evaluation, EvaluationRun, Job, Task, Trace
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "context-lab"
@@ -38,7 +29,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "context-lab"
 @pytest.fixture(scope="module")
 def lab(django_db_setup, django_db_blocker):
     """(evaluation pk, result document) of the whole ladder on context-lab."""
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     with django_db_blocker.unblock():
         corpus = Corpus.objects.filter(name="context-lab").first() or corpus_import(FIXTURE)
@@ -299,7 +290,7 @@ def write_tiny(directory: Path, *, tasks: str | None = TINY_TASKS, prefix: str =
 
 @pytest.mark.django_db
 def test_the_command_evaluates_any_corpus_that_imports(tmp_path, capsys):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     corpus_import(write_tiny(tmp_path / "tiny"))
     out_path = tmp_path / "tiny.json"
@@ -321,7 +312,7 @@ def test_the_command_evaluates_any_corpus_that_imports(tmp_path, capsys):
 
 @pytest.mark.django_db
 def test_the_command_takes_a_subset_of_conditions_and_prints_json(tmp_path, capsys):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     corpus_import(write_tiny(tmp_path / "tiny"))
     call_command("evaluate", "tiny-eval", "--conditions", "C4,C0", "--json", "-")
@@ -332,7 +323,7 @@ def test_the_command_takes_a_subset_of_conditions_and_prints_json(tmp_path, caps
 
 @pytest.mark.django_db
 def test_the_command_refuses_what_it_cannot_evaluate(tmp_path):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     with pytest.raises(CommandError, match='no corpus "nowhere"'):
         call_command("evaluate", "nowhere")

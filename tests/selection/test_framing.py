@@ -110,7 +110,7 @@ def write_corpus(directory: Path) -> Path:
 
 @pytest.fixture
 def flab(db, tmp_path):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     return corpus_import(write_corpus(tmp_path / "flab"))
 
@@ -132,8 +132,8 @@ class Rollback(Exception):
 
 @pytest.mark.django_db
 def test_long_form_work_types_import_and_export_byte_identical(tmp_path):
-    from selection.exporting import corpus_export
-    from selection.importing import corpus_import
+    from selection.memory.exporting import corpus_export
+    from selection.memory.importing import corpus_import
 
     source = write_corpus(tmp_path / "source")
     with pytest.raises(Rollback), transaction.atomic():
@@ -179,9 +179,10 @@ def test_select_refuses_a_work_type_the_frame_does_not_list(flab):
 
 
 def test_service_raises_a_typed_error_for_an_unlisted_work_type(flab):
+    from selection.engine.policy import UnknownWorkType
     from selection.engine.types import WorkFrame
     from selection.models import Project
-    from selection.services import UnknownWorkType, run_selection
+    from selection.serving.selections import run_selection
 
     with pytest.raises(UnknownWorkType):
         run_selection(
@@ -212,16 +213,16 @@ def test_select_refuses_an_unknown_builder(flab):
 
 
 def test_similarity_never_uses_the_task_being_judged(flab):
-    from selection.framing import task_work_frame
     from selection.models import Task
-    from selection.services import frame_for
+    from selection.serving.framing import task_work_frame
+    from selection.serving.selections import frame_for
 
     task = Task.objects.get(uid="t-review")
     _, frame = frame_for(task.project)
     built = task_work_frame(task=task, builder="similarity", project_frame=frame)
     assert built.builder == "similarity" and built.work_type == "review"
     assert built.objective_by == "similarity" and built.cited("objective") == ("s1",)
-    from selection.framing import exemplars_for
+    from selection.serving.framing import exemplars_for
 
     assert {e.task_id for e in exemplars_for(task.project, exclude_task_id=task.pk)} == {
         "t-release",
@@ -233,7 +234,7 @@ def test_trace_page_shows_how_the_frame_was_established(flab, client, django_use
     from authority.models import RoleGrant
     from selection.engine.types import WorkFrame
     from selection.models import Project
-    from selection.services import run_selection
+    from selection.serving.selections import run_selection
 
     project = Project.objects.get(slug="flab")
     selection = run_selection(
@@ -342,7 +343,7 @@ GOOD = {
 
 
 def test_model_builder_reads_a_constrained_json_answer(chat_server):
-    from selection.reader_model import completion_client
+    from selection.serving.reader_model import completion_client
 
     ChatStandIn.answer = json.dumps(GOOD)
     tools = BuilderTools(complete=completion_client(chat_server, "tiny", 2.0))
@@ -368,7 +369,7 @@ def test_model_builder_reads_a_constrained_json_answer(chat_server):
     ],
 )
 def test_model_builder_malformed_answers_are_unknown(chat_server, answer):
-    from selection.reader_model import completion_client
+    from selection.serving.reader_model import completion_client
 
     ChatStandIn.answer = answer
     tools = BuilderTools(complete=completion_client(chat_server, "tiny", 2.0))
@@ -377,7 +378,7 @@ def test_model_builder_malformed_answers_are_unknown(chat_server, answer):
 
 
 def test_model_builder_timeout_and_refusal_are_unknown(chat_server):
-    from selection.reader_model import completion_client
+    from selection.serving.reader_model import completion_client
 
     ChatStandIn.answer, ChatStandIn.delay = json.dumps(GOOD), 1.0
     slow = BuilderTools(complete=completion_client(chat_server, "tiny", 0.2))
@@ -454,7 +455,7 @@ def test_evaluate_builders_writes_the_frame_builder_table(flab, tmp_path):
 
 def test_evaluation_page_shows_the_builder_tables(flab, client, django_user_model):
     from authority.models import RoleGrant
-    from selection.evaluation import evaluation_run
+    from selection.evaluation.ladder import evaluation_run
     from selection.models import Project
 
     evaluation = evaluation_run(corpus="flab", conditions="C0,C6", builders="cue")

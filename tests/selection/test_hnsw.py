@@ -17,11 +17,11 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from selection import store
 from selection.engine.index import NumpyExactSearcher
-from selection.hnsw import index as hnsw_index
-from selection.hnsw import support
-from selection.hnsw.searcher import PgvectorHnswSearcher
+from selection.memory import store
+from selection.memory.hnsw import index as hnsw_index
+from selection.memory.hnsw import support
+from selection.memory.hnsw.searcher import PgvectorHnswSearcher
 
 from .test_traces import Lab, embedding_cache  # noqa: F401 (the module's real-vector cache)
 

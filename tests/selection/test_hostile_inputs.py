@@ -12,9 +12,9 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from selection import embeddings
 from selection.corpus import CorpusError
-from selection.importing import corpus_import
+from selection.memory import embeddings
+from selection.memory.importing import corpus_import
 from tests.selection.test_import import TASKS_YAML, UNITS, row_counts, write_corpus_dir
 
 
@@ -141,7 +141,8 @@ def test_ids_no_row_can_have_are_a_404(someone, url):
 @pytest.mark.django_db
 def test_csv_exports_neutralise_cells_that_would_start_a_formula(tmp_path, django_user_model, client):
     from authority.models import RoleGrant
-    from selection import services, store
+    from selection.memory import store
+    from selection.serving import selections as services
     from tests.selection.test_traces import Lab
 
     lab = Lab(tmp_path)
@@ -172,7 +173,7 @@ def test_csv_exports_neutralise_cells_that_would_start_a_formula(tmp_path, djang
 
 
 def test_csv_row_quotes_formula_starts_only():
-    from selection.csv_cells import csv_row
+    from selection.traces.csv_cells import csv_row
 
     assert csv_row(["=1", "+a", "-b", "@c", "\tx", "ok", -1.5, 3, None]) == [
         "'=1",

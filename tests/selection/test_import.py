@@ -12,10 +12,10 @@ from django.db import transaction
 
 from authority.models import AuditEntry, FrameVersion, Promotion
 from governance.models import Proposal
-from selection import embeddings, importing
 from selection.corpus import CorpusError, read_corpus
-from selection.exporting import corpus_data, corpus_export
-from selection.importing import CorpusRefused, corpus_import
+from selection.memory import embeddings, importing
+from selection.memory.exporting import corpus_data, corpus_export
+from selection.memory.importing import CorpusRefused, corpus_import
 from selection.models import (
     Corpus,
     LedgerEntry,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from django.test import override_settings
 
-from selection import index_cache, store
 from selection.engine.index import CorpusIndex
+from selection.memory import index_cache, store
 from selection.models import MemoryUnit
 
 from .test_traces import Lab, embedding_cache  # noqa: F401 (the module's real-vector cache)

@@ -10,10 +10,10 @@ from django.urls import reverse
 
 from authority.access import AccessDenied
 from authority.models import AuditEntry
-from selection import labelling
+from selection.evaluation.scoring import ledger_for_task
+from selection.evaluation.task_sets import task_set_digest, task_set_label, task_set_versions
 from selection.models import LedgerEntry, Task, TaskLabelling, TaskSetVersion, TraceCandidate
-from selection.scoring import ledger_for_task
-from selection.tasksets import task_set_digest, task_set_label, task_set_versions
+from selection.traces import labelling
 from tests.api.conftest import ApiClient, assert_problem
 
 from . import test_traces
@@ -111,7 +111,7 @@ def test_the_api_labels_a_trace(client, lab, people):
 
 
 def test_every_evaluation_names_the_task_set_version_it_ran_on(client, lab, people):
-    from selection.evaluation import evaluation_run
+    from selection.evaluation.ladder import evaluation_run
 
     first = evaluation_run(corpus=lab.corpus, conditions="C6", actor=people["lead"])
     # the first run records the set as imported as v1 and names it

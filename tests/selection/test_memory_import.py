@@ -13,8 +13,8 @@ from django.core.management.base import CommandError
 
 from selection.corpus import CorpusError, read_corpus
 from selection.corpus.memory_markdown import read_memory_directory
-from selection.importing import corpus_import
-from selection.memory_import import _reimport, memory_import
+from selection.memory.importing import corpus_import
+from selection.memory.markdown_import import _reimport, memory_import
 from selection.models import MemoryUnit, Project, UnitLink
 from tests.selection.test_import import CORPUS_YAML, UNITS, write_corpus_dir
 

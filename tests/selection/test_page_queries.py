@@ -76,7 +76,7 @@ def write_corpus(directory: Path, name: str, *, units: int = 60, tasks: int = 1)
 
 
 def imported(tmp_path: Path, name: str, **kwargs):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
     from selection.models import Project
 
     corpus = corpus_import(write_corpus(tmp_path / name, name, **kwargs))
@@ -112,9 +112,10 @@ def sql(client, url: str) -> list[str]:
 
 def wide_trace(project, pool: int):
     """A C6 trace of the project's first task with a candidate pool of `pool` (as bench makes)."""
-    from selection import services, store
     from selection.engine.types import EngineConfig
+    from selection.memory import store
     from selection.models import Task
+    from selection.serving import selections as services
 
     task = Task.objects.filter(project=project).order_by("position", "uid").first()
     number, frame = services.frame_for(project)
@@ -129,7 +130,8 @@ def wide_trace(project, pool: int):
 
 
 def select_once(project, task):
-    from selection import services, store
+    from selection.memory import store
+    from selection.serving import selections as services
 
     return services.run_selection(
         project=project, query=task.query, work_frame=store.work_frame_for_task(task),
@@ -169,7 +171,7 @@ def test_trace_page_queries_do_not_grow_with_candidates(tmp_path, client, django
 @pytest.mark.django_db
 def test_evaluation_page_queries_do_not_grow_with_tasks(tmp_path, client, django_user_model,
                                                         django_assert_max_num_queries):
-    from selection.evaluation import evaluation_run
+    from selection.evaluation.ladder import evaluation_run
 
     few, few_project = imported(tmp_path, "pq-few", tasks=2)
     many, many_project = imported(tmp_path, "pq-many", tasks=6)

@@ -1,9 +1,9 @@
-"""A query's dense vector does not depend on what else is embedded with it (services.embed_queries):
+"""A query's dense vector does not depend on what else is embedded with it (query_vectors.embed_queries):
 the same request gets the same vector, hence the same selection, in every process."""
 
 from __future__ import annotations
 
-from selection import services
+from selection.serving import query_vectors as services
 
 QUERY = "latency budget for the search page"
 # longer than the query: in one batch the query would be padded to its length

@@ -47,7 +47,7 @@ def _units() -> list[dict]:
 
 @pytest.fixture
 def wide(db, tmp_path, django_user_model):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     directory = tmp_path / "wide"
     directory.mkdir()
@@ -66,8 +66,9 @@ def wide(db, tmp_path, django_user_model):
 
 
 def select(wide, budget: int) -> Trace:
-    from selection import services, store
+    from selection.memory import store
     from selection.models import Task
+    from selection.serving import selections as services
 
     task = Task.objects.get(corpus=wide["corpus"], uid="t-review")
     return services.run_selection(
@@ -166,7 +167,7 @@ def test_trace_and_search_exports_redact(wide, traces, client, fmt):
 
 def test_the_api_and_mcp_documents_redact(wide, traces, client):
     from governance import tokens
-    from selection.api import trace_document
+    from selection.traces.api import trace_document
 
     roomy, tight = traces
     secret = tokens.token_create(user=wide["reader"], name="agent", project=wide["tlab"], role="lead").secret
@@ -203,7 +204,7 @@ def test_the_api_and_mcp_documents_redact(wide, traces, client):
 def test_evaluation_and_backtest_pages_and_api_redact(wide, traces, client):
     from backtest import services as backtest_services
     from governance.models import Proposal
-    from selection.evaluation import evaluation_run
+    from selection.evaluation.ladder import evaluation_run
 
     evaluation = evaluation_run(corpus=wide["corpus"], conditions="C0,C6")
     assert any("o1" in run.trace.admitted for run in evaluation.runs.select_related("trace"))

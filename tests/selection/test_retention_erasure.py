@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from authority.access import AccessDenied
 from authority.models import AuditEntry, RoleGrant
-from selection import index_cache
+from selection.memory import index_cache
 from selection.models import MemoryUnit, Trace, TraceCandidate, TraceTombstone
 from tests.selection.test_trace_chain import tamper, verify
 from tests.selection.test_traces import embedding_cache  # noqa: F401 - module-wide vectors
@@ -50,7 +50,7 @@ def _command(*args) -> str:
 
 
 def test_retention_expires_old_traces_by_origin_and_the_chain_still_verifies(lab, people, client):
-    from selection.retention import retention_apply, retention_policy_set
+    from selection.traces.retention import retention_apply, retention_policy_set
 
     live = [lab.select(source="select").trace, lab.select(source="api", budget=200).trace]
     evaluation = lab.select(source="evaluation").trace
@@ -94,7 +94,7 @@ def test_celery_beat_runs_the_same_retention_daily(lab, people):
 
     from governance.celery import app
     from selection import tasks
-    from selection.retention import retention_policy_set
+    from selection.traces.retention import retention_policy_set
 
     schedule = settings.CELERY_BEAT_SCHEDULE["apply-retention"]
     assert schedule["task"] == tasks.apply_retention.name == "selection.apply_retention"
@@ -107,7 +107,7 @@ def test_celery_beat_runs_the_same_retention_daily(lab, people):
 
 
 def test_only_a_lead_sets_retention_and_bad_values_change_nothing(lab, people, client):
-    from selection.retention import RetentionRefused, retention_policy_set
+    from selection.traces.retention import RetentionRefused, retention_policy_set
 
     with pytest.raises(AccessDenied):
         retention_policy_set(project=lab.project, lead=people["reviewer"], live_days=1)
@@ -134,7 +134,7 @@ def test_only_a_lead_sets_retention_and_bad_values_change_nothing(lab, people, c
 
 
 def test_the_trigger_lets_through_only_the_services_tombstones(lab, people):
-    from selection.retention import retention_apply, retention_policy_set
+    from selection.traces.retention import retention_apply, retention_policy_set
 
     old, fresh = lab.select().trace, lab.select(budget=200).trace
     retention_policy_set(project=lab.project, lead=people["lead"], live_days=1)
@@ -166,7 +166,7 @@ def test_the_trigger_lets_through_only_the_services_tombstones(lab, people):
 
 
 def _surfaces(client, traces, lab) -> dict[str, str]:
-    from selection.api import trace_document
+    from selection.traces.api import trace_document
 
     pages = {}
     for trace in traces:
@@ -188,7 +188,7 @@ def _surfaces(client, traces, lab) -> dict[str, str]:
 
 
 def test_a_lead_erases_a_unit_everywhere_and_the_chain_still_verifies(lab, people, client, tmp_path):
-    from selection.exporting import corpus_export
+    from selection.memory.exporting import corpus_export
 
     roomy, tight = lab.select(budget=400).trace, lab.select().trace
     assert "r1" in roomy.admitted and "r0" in {c.unit_uid for c in roomy.candidates.all()}
@@ -239,7 +239,7 @@ def test_a_lead_erases_a_unit_everywhere_and_the_chain_still_verifies(lab, peopl
 
 
 def test_tampering_after_an_erasure_is_still_named(lab, people):
-    from selection.erasure import unit_erase
+    from selection.memory.erasure import unit_erase
 
     first, second, third = (lab.select(budget=b).trace for b in (400, 130, 160))
     unit_erase(unit=MemoryUnit.objects.get(uid="r1"), lead=people["lead"], reason=REASON)
@@ -258,7 +258,7 @@ def test_tampering_after_an_erasure_is_still_named(lab, people):
 
 
 def test_only_a_lead_of_the_units_project_may_erase(lab, people, client):
-    from selection.erasure import ErasureRefused, unit_erase
+    from selection.memory.erasure import ErasureRefused, unit_erase
 
     unit = MemoryUnit.objects.get(uid="r1")
     trace = lab.select(budget=400).trace

@@ -85,7 +85,7 @@ def write_corpus(directory: Path, units=UNITS, corpus=ROUTING_CORPUS) -> Path:
 
 @pytest.fixture
 def rlab(db, tmp_path):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     return corpus_import(write_corpus(tmp_path / "rlab"))
 
@@ -152,7 +152,7 @@ def test_ambiguous_category_exits_1(rlab):
 
 
 def test_missing_required_module_exits_1(db, tmp_path):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     corpus_import(write_corpus(tmp_path / "r", units=[u for u in UNITS if u["id"] != "r-output"]))
     status, doc = select_json("--task-category", "implementation", "--path", "cli/a.py", "--strict-routing")
@@ -204,7 +204,7 @@ def test_path_order_and_repetition_change_nothing(rlab):
 def test_local_overlay_adds_context_never_overrides_and_no_local_gives_the_shared_digest(rlab):
     from django.contrib.auth import get_user_model
 
-    from selection.local_overlays import local_unit_put
+    from selection.memory.local_overlays import local_unit_put
     from selection.models import Project
 
     project = Project.objects.get(slug="rlab")
@@ -227,8 +227,8 @@ def test_local_overlay_adds_context_never_overrides_and_no_local_gives_the_share
 def test_local_units_are_never_exported(rlab, tmp_path):
     from django.contrib.auth import get_user_model
 
-    from selection.importing import corpus_export
-    from selection.local_overlays import local_unit_put
+    from selection.memory.exporting import corpus_export
+    from selection.memory.local_overlays import local_unit_put
     from selection.models import Project
 
     user = get_user_model().objects.create_user("bo")
@@ -238,10 +238,10 @@ def test_local_units_are_never_exported(rlab, tmp_path):
 
 
 def test_task_routing_block_round_trips_byte_identical_and_drives_evaluation(rlab, tmp_path):
-    from selection import services
     from selection.corpus import read_corpus, write_corpus
-    from selection.importing import corpus_export
+    from selection.memory.exporting import corpus_export
     from selection.models import Task
+    from selection.serving import selections as services
 
     out = corpus_export("rlab", tmp_path / "out")
     again = write_corpus(read_corpus(out), tmp_path / "again")
@@ -311,7 +311,7 @@ def test_frame_activation_kinds_are_checked_on_import(db, tmp_path, activation, 
 
 
 def test_frame_activation_refuses_an_explicit_request_for_a_path_only_area(db, tmp_path):
-    from selection.importing import corpus_import
+    from selection.memory.importing import corpus_import
 
     corpus = ROUTING_CORPUS.replace("      modules:\n", "      activation: {areas/storage: path}\n      modules:\n")
     corpus_import(write_corpus(tmp_path / "r", corpus=corpus))
@@ -325,8 +325,8 @@ def test_frame_activation_refuses_an_explicit_request_for_a_path_only_area(db, t
 def test_routing_is_part_of_the_trace_digest(rlab):
     """Rewriting a stored trace's completeness (an INCOMPLETE request passed off as COMPLETE) is
     named by verify_traces: the routing report is inside the hash-chained digest."""
-    from selection.chain import verify_chain
     from selection.models import Project, Trace
+    from selection.traces.chain import verify_chain
     from tests.selection.test_trace_chain import tamper
 
     select_json("--task-category", "implementation")

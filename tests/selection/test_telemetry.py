@@ -31,7 +31,7 @@ def _named(exporter, name):
 
 
 def test_an_import_and_a_selection_emit_spans_with_their_counts(spans, sift_users):  # noqa: F811
-    from selection.serving import select_for_user
+    from selection.serving.serve import select_for_user
 
     [imported] = _named(spans, "fg.corpus.import")
     assert imported.attributes["fg.corpus"] == "context-lab" and imported.attributes["fg.units"] > 0

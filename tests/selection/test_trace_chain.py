@@ -10,13 +10,14 @@ from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 
-from selection.chain import CHAIN_GENESIS, verify_chain
 from selection.models import Trace
+from selection.traces.chain import CHAIN_GENESIS, verify_chain
 from tests.selection.test_traces import embedding_cache  # noqa: F401 - module-wide vectors
 
 
 def select(lab, query=None, **kwargs):
-    from selection import services, store
+    from selection.memory import store
+    from selection.serving import selections as services
 
     return services.run_selection(
         project=lab.project,

@@ -10,7 +10,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from selection.explain import SIGNAL_SHORT
+from selection.traces.candidate_table import SIGNAL_SHORT
 
 from . import test_traces
 
@@ -96,7 +96,7 @@ def _score_parts(html: str, unit: str) -> str:
 
 
 def test_each_signal_shows_its_value_and_the_part_the_trace_records_in_the_rank_score(lab, auditor_client):
-    from selection.store import trace_result
+    from selection.memory.store import trace_result
 
     trace = lab.select(budget=160).trace
     records = {c.unit_id: c for c in trace_result(trace).trace.candidates}
@@ -126,7 +126,7 @@ def test_each_signal_shows_its_value_and_the_part_the_trace_records_in_the_rank_
 
 
 def test_goal_relevance_reads_as_informational_and_never_as_a_part_of_the_score(lab, auditor_client):
-    from selection.store import trace_result
+    from selection.memory.store import trace_result
 
     trace = lab.select(budget=160).trace
     records = trace_result(trace).trace.candidates
@@ -155,9 +155,9 @@ def test_goal_relevance_reads_as_informational_and_never_as_a_part_of_the_score(
 def test_a_trace_recorded_before_contributions_still_renders_and_says_they_are_not_recorded(lab, auditor_client):
     from dataclasses import replace
 
-    from selection import services
-    from selection.engine.types import SelectionResult
-    from selection.store import trace_result
+    from selection.engine.outputs import SelectionResult
+    from selection.memory.store import trace_result
+    from selection.serving import selections as services
 
     new = lab.select(budget=160).trace
     result = trace_result(new)
@@ -186,8 +186,8 @@ def test_a_routed_unit_reads_as_decided_by_no_rank_score_not_as_unrecorded(lab):
     from dataclasses import replace
 
     from selection.engine.reason_codes import Stage
-    from selection.explain import NOT_RANKED, NOT_RECORDED, candidate_rows
-    from selection.store import trace_result
+    from selection.memory.store import trace_result
+    from selection.traces.candidate_table import NOT_RANKED, NOT_RECORDED, candidate_rows
 
     engine_trace = trace_result(lab.select(budget=160).trace).trace
     # a unit the routing envelope admitted: ranked first, with no rank score behind it

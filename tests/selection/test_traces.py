@@ -1,7 +1,7 @@
 """The trace explorer on the real PostgreSQL: what an auditor, a reviewer or a lead sees and may do.
 
 Traces come from a tiny corpus imported through corpus_import (the packaged embedding model) and
-selected through services.run_selection, BM25-only where exact outcomes matter.
+selected through selections.run_selection, BM25-only where exact outcomes matter.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class Lab:
     """The imported corpus, its project and task, and helpers that select through the services."""
 
     def __init__(self, tmp_path: Path):
-        from selection.importing import corpus_import
+        from selection.memory.importing import corpus_import
         from selection.models import Project, Task
 
         self.corpus = corpus_import(write_lab(tmp_path / "tlab"))
@@ -148,7 +148,8 @@ class Lab:
         self.task = Task.objects.get(corpus=self.corpus, uid="t-review")
 
     def select(self, *, budget=130, condition="C6", frame_version=None, dense=False, source="select"):
-        from selection import services, store
+        from selection.memory import store
+        from selection.serving import selections as services
 
         return services.run_selection(
             project=self.project,
@@ -180,7 +181,7 @@ def embedding_cache():
     """The packaged model's real vectors, computed once per text for the whole module: every test
     imports the same corpus, and embedding is the slow part of an import.
     """
-    from selection import embeddings
+    from selection.memory import embeddings
 
     real = embeddings.embed_texts
     cache: dict[str, np.ndarray] = {}
@@ -300,7 +301,7 @@ def test_filters_narrow_the_table(lab, auditor_client):
 
 
 def test_sorting_orders_the_table_and_htmx_gets_only_the_table(lab, auditor_client):
-    from selection.store import trace_result
+    from selection.memory.store import trace_result
 
     trace = lab.select().trace
     records = trace_result(trace).trace.candidates
@@ -344,7 +345,7 @@ def test_verify_reports_a_match_and_writes_nothing(lab, auditor_client, dense):
 
 
 def test_verify_detects_a_tampered_bundle_on_an_in_memory_copy(lab):
-    from selection.selectors import trace_verify
+    from selection.traces.selectors import trace_verify
 
     trace = lab.select().trace
     assert trace_verify(trace).stored_ok and trace_verify(trace).rerun_ok
@@ -371,7 +372,7 @@ def test_loss_funnel_per_trace_and_summed(lab, auditor_client, people):
     from django.template.loader import render_to_string
 
     from selection.engine.explain import FUNNEL_STAGES
-    from selection.selectors import trace_explained, traces_funnel
+    from selection.traces.selectors import trace_explained, traces_funnel
 
     tight = lab.select().trace
     roomy = lab.select(budget=400).trace
@@ -428,8 +429,8 @@ def test_backtest_funnels_sum_each_side(lab, people):
 
 def test_near_misses_show_cost_and_what_would_give_way(lab, auditor_client, people):
     from selection.engine.explain import item_members, render_trace_item
-    from selection.selectors import trace_explained
-    from selection.store import units_by_uid
+    from selection.memory.store import units_by_uid
+    from selection.traces.selectors import trace_explained
 
     trace = lab.select().trace
     explained = trace_explained(trace, user=people["auditor"])
@@ -481,7 +482,7 @@ def test_counterfactual_finds_the_smallest_budget_increase(lab, auditor_client):
 
 
 def test_counterfactual_moves_an_absent_class_into_the_work_type_list(lab, auditor_client):
-    from selection import store
+    from selection.memory import store
 
     trace = lab.select().trace
     html = auditor_client.get(reverse("trace-counterfactual", args=[trace.pk, "p1"])).content.decode()
@@ -515,9 +516,9 @@ def test_counterfactual_moves_an_absent_class_into_the_work_type_list(lab, audit
 
 
 def store_request(lab, trace):
-    from selection import store
-    from selection.selectors import stored_request
-    from selection.store import trace_result
+    from selection.memory import store
+    from selection.memory.store import trace_result
+    from selection.traces.selectors import stored_request
 
     return stored_request(trace, trace_result(trace), store.corpus_index(trace.project.corpus_id))
 
@@ -611,8 +612,8 @@ def test_roles_outside_the_project_see_nothing(lab, people, client):
 
 
 def test_export_json_round_trips_and_csv_has_one_row_per_candidate(lab, auditor_client):
-    from selection.engine.types import ContextTrace
-    from selection.store import trace_result
+    from selection.engine.outputs import ContextTrace
+    from selection.memory.store import trace_result
 
     trace = lab.select().trace
     response = auditor_client.get(reverse("trace-export", args=[trace.pk, "json"]))
@@ -678,7 +679,7 @@ def test_history_searches_by_every_filter(lab, auditor_client):
 
 
 def test_history_query_count_is_pinned(lab, auditor_client, django_assert_max_num_queries, monkeypatch):
-    from selection import views
+    from selection.traces import views
 
     monkeypatch.setattr(views, "TRACE_PAGE_SIZE", 5)
     for _ in range(2):
@@ -696,7 +697,8 @@ def test_history_query_count_is_pinned(lab, auditor_client, django_assert_max_nu
 
 
 def _good_context_trace(lab):
-    from selection import services, store
+    from selection.memory import store
+    from selection.serving import selections as services
 
     # a query that reaches every MUST unit and not the superseded r0 (no E4), at a wide budget
     return services.run_selection(
@@ -715,7 +717,7 @@ def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
-    from selection.selectors import trace_explained
+    from selection.traces.selectors import trace_explained
 
     trace = _good_context_trace(lab)
     before = trace_explained(trace, user=people["auditor"]).attribution
@@ -734,7 +736,7 @@ def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
 
 def test_an_agent_reports_a_failed_answer_through_the_api_and_the_trace_reads_e6(lab, people, client):
     from governance import tokens
-    from selection.selectors import trace_explained
+    from selection.traces.selectors import trace_explained
 
     trace = _good_context_trace(lab)
     assert "E6" not in trace_explained(trace, user=people["auditor"]).attribution.codes

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ..outputs import ContextBundle, ContextTrace
 from ..routing.report import routing_header
-from ..types import ContextBundle, ContextTrace
 
 
 @dataclass(frozen=True)

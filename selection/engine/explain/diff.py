@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..outputs import SIGNAL_NAMES, ContextTrace
 from ..routing.report import routing_header
-from ..types import SIGNAL_NAMES, ContextTrace
 
 
 @dataclass(frozen=True)

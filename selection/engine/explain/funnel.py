@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..attribution import FailureCode, missed_code
-from ..types import CandidateRecord
+from ..outputs import CandidateRecord
 
 
 class FunnelStage(StrEnum):

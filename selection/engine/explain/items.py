@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..outputs import CandidateRecord, ContextTrace
 from ..reason_codes import CoalescingKind
 from ..render import render_item
-from ..types import CandidateRecord, ContextTrace, Unit
+from ..types import Unit
 
 
 def item_members(trace: ContextTrace) -> dict[str, list[CandidateRecord]]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..outputs import ContextBundle, ContextTrace
 from ..reason_codes import ReasonCode
 from ..render import item_tokens
-from ..types import ContextBundle, ContextTrace, Unit
+from ..types import Unit
 from .items import item_members, render_trace_item
 
 

@@ -50,7 +50,7 @@ class CorpusIndex:
     Build once with CorpusIndex.build(units, vectors). Input order never matters: units are sorted
     by id, and vectors are permuted with them.
 
-    Pickled (selection/index_cache.py), the units become a UnitTable: columns, each Unit made when
+    Pickled (selection/memory/index_cache.py), the units become a UnitTable: columns, each Unit made when
     first read, so a fresh process neither unpickles nor holds a million of them; `position` is
     then the table's binary search over its sorted ids.
     """

@@ -12,7 +12,7 @@ whose compact score plus its own quantisation error bound (`error`, the norm of 
 rounding error, so |q·v − compact| ≤ error for a unit query) reaches the k-th exact cosine. The
 hits are therefore exactly those an exact scan of the probed lists returns, and every cosine
 handed over is exact; the float32 rows are only read for those few candidates, so a memory-mapped
-file serves them (selection/index_cache.py).
+file serves them (selection/memory/index_cache.py).
 
 Same inputs, same answer: the lists depend only on the vectors and the seed, probes are chosen by
 (centroid score desc, list id), and hits are ordered by (cosine desc, position) as in NumpyExactSearcher.

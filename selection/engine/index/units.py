@@ -1,4 +1,4 @@
-"""UnitTable: a corpus's units as columns, each Unit made on first use (issue 17).
+"""UnitTable: a corpus's units as columns, each Unit made on first use.
 
 A million Unit objects cost a fresh process seconds to unpickle and a gigabyte to hold, while a
 selection reads a few hundred of them. The table keeps what every unit has in compact columns:

@@ -85,7 +85,7 @@ class RoutingCorpus:
 
 
 _CORPORA: OrderedDict[int, RoutingCorpus] = OrderedDict()
-_CORPORA_SIZE = 4  # as many as selection.store keeps indexes
+_CORPORA_SIZE = 4  # as many as selection.memory.store keeps indexes
 _corpora_lock = threading.Lock()
 
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from selection.models import Project
-from selection.retention import retention_apply
+from selection.traces.retention import retention_apply
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from authority.access import AccessDenied
-from selection.erasure import ErasureRefused, unit_erase
+from selection.memory.erasure import ErasureRefused, unit_erase
 from selection.models import MemoryUnit
 
 

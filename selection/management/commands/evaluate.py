@@ -7,7 +7,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.evaluation import ECODES, LOSS_STAGES, EvaluationError, evaluation_run
+from selection.engine.attribution import LOSS_STAGES
+from selection.evaluation.aggregation import ECODES
+from selection.evaluation.ladder import EvaluationError, evaluation_run
 
 SHORT = {
     "must_include_recall": "recall",

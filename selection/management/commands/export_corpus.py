@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from selection.corpus import CorpusError
-from selection.exporting import corpus_export
+from selection.memory.exporting import corpus_export
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.hnsw.index import (
+from selection.memory.hnsw.index import (
     DEFAULT_BUILD_MEMORY,
     DEFAULT_EF_CONSTRUCTION,
     DEFAULT_M,

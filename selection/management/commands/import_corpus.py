@@ -7,8 +7,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from selection.corpus import CorpusError
-from selection.importing import corpus_import
-from selection.selectors import corpus_conflicts
+from selection.memory.importing import corpus_import
+from selection.memory.selectors import corpus_conflicts
 
 
 class _Bars:

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from selection.corpus import CorpusError
 from selection.management.commands.import_corpus import write_conflict_warnings
-from selection.memory_import import memory_import
+from selection.memory.markdown_import import memory_import
 
 
 class Command(BaseCommand):

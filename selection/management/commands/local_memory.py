@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.local_overlays import LocalOverlayError, local_unit_put, local_unit_remove
+from selection.memory.local_overlays import LocalOverlayError, local_unit_put, local_unit_remove
 from selection.models import LocalUnit, Project
 
 

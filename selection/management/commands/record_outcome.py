@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
 from selection.models import OutcomeVerdict
-from selection.services import SelectionError
-from selection.serving import outcome_report
+from selection.serving.selections import SelectionError
+from selection.traces.outcomes import outcome_report
 
 
 class Command(BaseCommand):

@@ -1,4 +1,5 @@
-"""`python manage.py select`: build a bundle and its trace for one request, through the service."""
+"""`python manage.py select`: one request parsed from the command line, served by serve.select_in_project,
+the bundle and its trace rendered; the command checks nothing the service checks."""
 
 from __future__ import annotations
 
@@ -6,17 +7,17 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.engine.conditions import UnknownCondition, get_condition
+from selection.engine.policy import UnknownWorkType
 from selection.engine.reason_codes import Disposition
-from selection.engine.routing.report import routing_summary, strict_refusal
+from selection.engine.routing.report import routing_summary
 from selection.engine.routing.types import RoutingInputs
-from selection.engine.types import SIGNAL_KINDS, WorkFrame, WorkSignal
+from selection.engine.types import WorkSignal
 from selection.models import Project
-from selection.services import SelectionError, UnknownWorkType, run_selection
+from selection.serving.selections import SelectionError
+from selection.serving.serve import StrictRoutingRefused, select_in_project
 
 
 def read_signals(path: str) -> tuple[tuple[WorkSignal, ...], dict]:
@@ -37,20 +38,9 @@ def read_signals(path: str) -> tuple[tuple[WorkSignal, ...], dict]:
             raise CommandError(
                 f'{path}: signals[{i}] must have exactly the keys "id", "kind", "content"'
             )
-        if item["kind"] not in SIGNAL_KINDS:
-            raise CommandError(
-                f'{path}: signals[{i}], field "kind": "{item["kind"]}" is not one of {", ".join(SIGNAL_KINDS)}'
-            )
         signals.append(
             WorkSignal(id=str(item["id"]), kind=item["kind"], content=str(item["content"]))
         )
-    known = {s.id for s in signals}
-    for field, ids in cites.items():
-        for sid in ids:
-            if sid not in known:
-                raise CommandError(
-                    f'{path}: cites.{field} names signal "{sid}", which the file does not declare'
-                )
     return tuple(signals), cites
 
 
@@ -108,37 +98,24 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="whose local overlay units join the request")
 
     def handle(self, *args, **o):
-        try:
-            get_condition(o["condition"])
-        except UnknownCondition as error:
-            raise CommandError(str(error)) from error
-        if o["condition"] == "CO":
-            raise CommandError("the oracle CO reads a task's hidden ledger: use `evaluate` for it")
         project = Project.objects.select_related("corpus").filter(slug=o["project"]).first()
         if project is None:
             raise CommandError(f'no project "{o["project"]}"')
         signals, cites = read_signals(o["signals"]) if o["signals"] else ((), {})
-        standpoint = parse_time(o["standpoint"]) if o["standpoint"] else project.corpus.standpoint
-        declared = bool(o["work_type"])
-        work_frame = WorkFrame(
-            objective=o["objective"],
-            work_type=o["work_type"],
-            signals=signals,
-            standpoint=standpoint,
-            establishment="declared" if declared else "unknown",
-            cites=tuple((field, tuple(ids)) for field, ids in sorted(cites.items())),
-        )
         try:
-            selection = run_selection(
+            selection = select_in_project(
                 project=project,
+                user=self._user(o["user"]),
                 query=o["query"],
-                work_frame=work_frame,
-                budget_tokens=o["budget"]
-                if o["budget"] is not None
-                else settings.FG_DEFAULT_BUDGET,
+                signals=signals,
+                objective=o["objective"],
+                work_type=o["work_type"],
+                cites=cites,
+                budget_tokens=o["budget"],
                 condition=o["condition"],
-                standpoint=standpoint,
+                standpoint=parse_time(o["standpoint"]) if o["standpoint"] else None,
                 source="select",
+                builder=o["builder"],
                 routing=RoutingInputs(
                     task_category=o["task_category"],
                     paths=tuple(o["paths"]),
@@ -146,17 +123,22 @@ class Command(BaseCommand):
                     strict=o["strict"],
                     no_local=o["no_local"],
                 ),
-                user=self._user(o["user"]),
-                builder=o["builder"],
             )
+        except StrictRoutingRefused as refused:
+            # the refusal is traced: show what routing found, then exit with its status (1 or 2)
+            self._write(refused.selection, o)
+            raise CommandError(str(refused), returncode=refused.status) from refused
         except UnknownWorkType as error:
             # exit status 2: the request named a work type the frame does not list
             raise CommandError(str(error), returncode=2) from error
         except SelectionError as error:
             raise CommandError(str(error)) from error
-        result = selection.result
-        report = result.trace.routing
+        self._write(selection, o)
+
+    def _write(self, selection, o):
         if o["json"]:
+            result = selection.result
+            report = result.trace.routing
             doc = {
                 "trace_id": selection.trace.pk,
                 "routing": routing_summary(report) if report else None,
@@ -166,9 +148,6 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(doc, indent=2, default=str))
         else:
             self._write_bundle(selection, o["explain"])
-        if report is not None and report.refused:
-            status, why = strict_refusal(report)
-            raise CommandError(f"strict routing refused (trace {selection.trace.pk}): {why}", returncode=status)
 
     def _user(self, name):
         if not name:

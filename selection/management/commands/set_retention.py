@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from authority.access import AccessDenied
 from selection.models import Project
-from selection.retention import RetentionRefused, retention_policy_set
+from selection.traces.retention import RetentionRefused, retention_policy_set
 
 
 class Command(BaseCommand):

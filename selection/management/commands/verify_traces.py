@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from selection.chain import verify_chains
 from selection.models import Project
+from selection.traces.chain import verify_chains
 
 
 class Command(BaseCommand):

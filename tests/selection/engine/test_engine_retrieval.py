@@ -9,7 +9,7 @@ from engine_testkit import BOOK, REPO, hash_vectors
 from rank_bm25 import BM25Okapi
 
 from selection.engine.index import BM25Index, CorpusIndex, NumpyExactSearcher, tokenise, top_k
-from selection.engine.retrieval import rrf
+from selection.engine.search import rrf
 from selection.engine.types import Unit
 
 SMALL = [
@@ -180,7 +180,7 @@ def test_a_scope_is_searched_with_its_own_statistics_as_an_index_of_its_units_al
     (positions mapped), bit for bit, whether the scope is small (searched by its rows) or large
     (a masked dense scan); out-of-scope hits of the unscoped lexical list are counted."""
     from selection.engine.index import IvfSearcher, scope_bm25, searched_by_rows
-    from selection.engine.retrieval import search
+    from selection.engine.search import search
     from selection.engine.types import EngineConfig
 
     units, vectors = _many_projects()

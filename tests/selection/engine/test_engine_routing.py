@@ -14,12 +14,13 @@ from selection.corpus import read_corpus
 from selection.corpus.memory_markdown import read_memory_directory
 from selection.corpus.routing import routing_inputs_of
 from selection.engine.index import CorpusIndex
+from selection.engine.outputs import ContextTrace
 from selection.engine.pipeline import select
 from selection.engine.routing.globs import RoutePathError, matches, normalise, normalise_pattern
 from selection.engine.routing.report import strict_refusal
 from selection.engine.routing.route import route, structural_conflicts
 from selection.engine.routing.types import RoutingInputs, RoutingPolicy, TaskCategory
-from selection.engine.types import ContextTrace, SelectionRequest, WorkFrame
+from selection.engine.types import SelectionRequest, WorkFrame
 
 POLICY = RoutingPolicy(
     task_categories=(

@@ -1,0 +1,55 @@
+"""Writes of local overlays: a user's private units in one project, kept apart from the corpus.
+
+They are never exported (selection/memory/exporting.py reads MemoryUnit only) and never imported.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from selection.corpus.places import IDENTIFIER
+from selection.models import LocalUnit, Project
+
+
+class LocalOverlayError(ValueError):
+    pass
+
+
+def local_unit_put(
+    *,
+    user,
+    project: Project,
+    uid: str,
+    text: str,
+    evidence_class: str = "preference",
+    title: str = "",
+    subject: str = "",
+    facet: str = "",
+    supersedes: tuple[str, ...] = (),
+) -> LocalUnit:
+    """Create or replace one local unit. Whether it may join a bundle is decided at selection
+    time, against the shared memory of that moment (it can never override shared memory)."""
+    if not IDENTIFIER.fullmatch(uid):
+        raise LocalOverlayError(f'local unit id "{uid}" does not match [a-z0-9][a-z0-9_.-]*')
+    if not text.strip():
+        raise LocalOverlayError("a local unit needs a text")
+    with transaction.atomic():
+        unit, _ = LocalUnit.objects.update_or_create(
+            user=user,
+            project=project,
+            uid=uid,
+            defaults={
+                "text": text,
+                "evidence_class": evidence_class,
+                "title": title,
+                "subject": subject,
+                "facet": facet,
+                "supersedes": list(supersedes),
+            },
+        )
+    return unit
+
+
+def local_unit_remove(*, user, project: Project, uid: str) -> bool:
+    deleted, _ = LocalUnit.objects.filter(user=user, project=project, uid=uid).delete()
+    return bool(deleted)

@@ -1,0 +1,1 @@
+"""Traces: the hash chain, the trace explorer, redaction, retention, labelling and outcome reports."""
