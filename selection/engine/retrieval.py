@@ -104,7 +104,7 @@ def _unpooled(pool: Pool, lists) -> np.ndarray:
     if not arrays:
         return np.empty(0, dtype=np.int64)
     # in position order, as a merge of the lists gives: any exact cosines an approximate searcher
-    # computes for them are computed in the same batch as before
+    # computes for them are computed in one batch, in that order
     merged = np.sort(np.concatenate(arrays))
     if not pool.score:
         return merged

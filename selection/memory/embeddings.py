@@ -323,7 +323,7 @@ def embed_texts(
 def length_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
     """Indexes of texts in batches of at most batch_size, sorted by length: a batch's cost is its
     count times its longest text (every text is padded to it), so a batch is also cut where that
-    would pass BATCH_CHAR_BUDGET characters; short texts (queries) go in one batch as before."""
+    would pass BATCH_CHAR_BUDGET characters; short texts (queries) go in one batch."""
     order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
     batches: list[list[int]] = []
     current: list[int] = []

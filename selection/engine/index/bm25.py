@@ -163,8 +163,8 @@ class BM25Index:
             self.norm = k1 * (1 - b + b * lengths / self.avgdl)
         else:
             self.norm = np.zeros(0)
-        # each posting's contribution, precomputed with the very expression scores() used to
-        # evaluate per query (same float64 operations, element by element, so the same bits); a
+        # each posting's contribution, precomputed with the expression a per-query evaluation
+        # would use (same float64 operations, element by element, so the same bits); a
         # query then only adds
         k1p1 = k1 + 1
         weights = np.empty(post_docs.size, dtype=np.float64)
