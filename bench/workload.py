@@ -12,7 +12,7 @@ import numpy as np
 from selection.engine.types import Unit
 
 if TYPE_CHECKING:
-    from .generator import SyntheticCorpus
+    from bench.generator import SyntheticCorpus
 
 DIMENSION = 384  # all-MiniLM-L6-v2
 

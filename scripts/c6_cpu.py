@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", help="write cProfile stats of the timed loop to this file")
     parser.add_argument("--no-digest", action="store_true")
     parser.add_argument("--reference", action="store_true",
-                        help="also time bench.reference's strong reference, interleaved with C6")
+                        help="also time bench.parts.reference's strong reference, interleaved with C6")
     parser.add_argument("--serve", action="store_true",
                         help="after the build, time N selections per stdin line 'N' (for A/B runs)")
     args = parser.parse_args(argv)
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
                 print(json.dumps(cpu), flush=True)
             return 0
         if args.reference:
-            from bench.reference import StrongReferenceRetriever
+            from bench.parts.reference import StrongReferenceRetriever
 
             reference = StrongReferenceRetriever([u.text for u in bench.units], index.dense)
             ours, theirs = [], []

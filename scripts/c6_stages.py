@@ -15,7 +15,7 @@ from task_requests import engine_requests
 from threadpoolctl import threadpool_limits
 
 from bench.generator import generate
-from bench.reference import StrongReferenceRetriever
+from bench.parts.reference import StrongReferenceRetriever
 from selection.engine import pipeline, retrieval
 from selection.engine.index import CorpusIndex, tokenise
 

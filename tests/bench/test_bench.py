@@ -19,7 +19,7 @@ import bench
 from authority.models import RoleGrant
 from bench.generator import generate
 from bench.held import CpuTimings, held, serve, task_asks
-from bench.reference import ReferenceRetriever, StrongReferenceRetriever
+from bench.parts.reference import ReferenceRetriever, StrongReferenceRetriever
 from selection.engine.index import CorpusIndex, IvfSearcher, NumpyExactSearcher
 from selection.engine.index.dense import normalise_vector
 from selection.engine.index.ivf import exact_cosines
@@ -109,7 +109,7 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
         "|C6 must-include recall in a 100-project store of 4000 units - alone|",
         "C6 bundles in a 100-project store of 4000 units identical to alone (share)",
         "C6 p95 in a 100-project store of 4000 units / alone"}
-    # consecutive selections of one task sequence, under each bundle order (bench/prefix_stability.py)
+    # consecutive selections of one task sequence, under each bundle order (bench/parts/prefix_stability.py)
     prefix = doc["prefix_stability"]
     assert (prefix["units"], prefix["sequences"], prefix["steps"], prefix["pairs"]) == (SIZE, 3, 3, 6)
     assert prefix["condition"] == "C6" and prefix["same_admitted"] == 1.0 and prefix["root_units"] > 0

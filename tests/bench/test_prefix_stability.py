@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from bench.generator import generate
-from bench.prefix_stability import sequences, targets, time_prefix, with_roots
+from bench.parts.prefix_stability import sequences, targets, time_prefix, with_roots
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import prefix_stability
 from selection.engine.pipeline import select

@@ -15,10 +15,9 @@ from authority.models import FrameVersion
 from backtest import services as backtest_services
 from backtest.models import Backtest, BacktestStatus, TaskReplay
 from backtest.taskset import task_set_digest
+from bench.database import StoredBench
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Task
-
-from .database import StoredBench
 
 
 def _replay_worker(backtest_id: int, chunks: list, reuse: bool, ready, go, results) -> None:

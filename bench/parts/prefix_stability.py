@@ -1,5 +1,5 @@
 """Prefix stability between consecutive selections of one task sequence. No database:
-`python -m bench.prefix_stability [SEQUENCES [STEPS [UNITS]]]` runs it alone.
+`python -m bench.parts.prefix_stability [SEQUENCES [STEPS [UNITS]]]` runs it alone.
 
 A task sequence is one piece of work selected again at every step as it proceeds, as an agent's
 turns would: the same project, frame, work type, objective and objective vector, standpoint and
@@ -36,15 +36,14 @@ from dataclasses import replace
 
 import numpy as np
 
+from bench.generator import SyntheticCorpus, generate
+from bench.held import Ask, held, serve
+from bench.stats import check, part_main
+from bench.workload import unit_directions, written_from
 from selection.engine.index import CorpusIndex
 from selection.engine.metrics import prefix_share, prefix_stability
 from selection.engine.outputs import SelectionResult
 from selection.engine.types import ORDER_RULES, estimate_tokens
-
-from .generator import SyntheticCorpus, generate
-from .held import Ask, held, serve
-from .stats import check, part_main
-from .workload import unit_directions, written_from
 
 CONDITION = "C6"
 ROOTS = 3  # root constraints a project: its oldest current units
@@ -233,5 +232,5 @@ def describe(prefix: dict) -> str:
     )
 
 
-if __name__ == "__main__":  # python -m bench.prefix_stability [SEQUENCES [STEPS [UNITS]]]
+if __name__ == "__main__":  # python -m bench.parts.prefix_stability [SEQUENCES [STEPS [UNITS]]]
     part_main(lambda count, steps, units: time_prefix(units, 7, count, steps), [16, 8, 10_000], describe, targets)

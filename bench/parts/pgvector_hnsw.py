@@ -11,14 +11,13 @@ import time
 
 import numpy as np
 
+from bench.database import StoredBench
+from bench.generator import SyntheticCorpus
+from bench.stats import summary
+from bench.workload import DIMENSION
 from selection.engine.index import NumpyExactSearcher
 from selection.memory.hnsw.index import build_hnsw_index, index_options, pgvector_refusal, searcher_for_corpus
 from selection.models import Project
-
-from .database import StoredBench
-from .generator import SyntheticCorpus
-from .stats import summary
-from .workload import DIMENSION
 
 K = 40
 

@@ -17,10 +17,9 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 from rank_bm25_rs import BM25Okapi as RustBM25Okapi
 
+from bench.generator import SyntheticCorpus
+from bench.stats import summary
 from selection.engine.index import DenseSearcher, tokenise
-
-from .generator import SyntheticCorpus
-from .stats import summary
 
 
 class ReferenceRetriever:

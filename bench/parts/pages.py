@@ -26,14 +26,13 @@ from django.urls import reverse
 
 from authority.models import AuditEntry, Role
 from authority.services import role_grant
+from bench.database import StoredBench
+from bench.stats import summary
 from selection.engine.types import EngineConfig
 from selection.evaluation.ladder import evaluation_run
 from selection.memory import store
 from selection.models import Evaluation, Task, Trace
 from selection.serving import selections as services
-
-from .database import StoredBench
-from .stats import summary
 
 USERNAME = "bench-pages"
 POOL = 200  # the candidate pool of the trace page's selection (the engine's default is 40)

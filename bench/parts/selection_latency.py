@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bench.generator import SyntheticCorpus
+from bench.held import Ask, CpuTimings, held, serve, task_asks
+from bench.stats import summary
 from selection.engine.index import CorpusIndex, NumpyExactSearcher
 from selection.engine.timings import TimedStage
-
-from .generator import SyntheticCorpus
-from .held import Ask, CpuTimings, held, serve, task_asks
-from .stats import summary
 
 if TYPE_CHECKING:
     from selection.serving.serve import HeldCorpus

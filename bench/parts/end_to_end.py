@@ -14,16 +14,15 @@ from django.contrib.auth import get_user_model
 
 from authority.models import Role
 from authority.services import role_grant
+from bench.database import StoredBench
+from bench.generator import SyntheticCorpus
+from bench.stats import summary
 from selection.engine.index import CorpusIndex
 from selection.engine.timings import StageTimings, TimedStage
 from selection.memory import index_cache, store
 from selection.models import Project, Task
 from selection.serving import query_vectors
 from selection.serving.serve import select_for_user
-
-from .database import StoredBench
-from .generator import SyntheticCorpus
-from .stats import summary
 
 PARTS = {"embed": TimedStage.EMBED, "select": TimedStage.SELECT, "trace_write": TimedStage.TRACE_WRITE}
 WARM_RUNS = 3  # untimed first runs: the model, the index and the code paths warm up

@@ -2,13 +2,13 @@
 Python process that serves selections from it. Reports what a restarted web or worker process pays
 before its first selection and the memory it holds while serving. No database.
 
-The child process is started by `python -m bench.index_restart DIR`; the page cache is warm (the
+The child process is started by `python -m bench.parts.index_restart DIR`; the page cache is warm (the
 directory was just written), as after a restart on a machine that keeps running. The child sets
 Django up (as a web or worker process has it) before it reads the index, and serves every selection
 through selection.serving.select_for_user (bench/held.py); its selection times are the serving
 function's select() stage.
 
-`python -m bench.index_restart --size N [--ivf-from M]` measures this part alone on a generated
+`python -m bench.parts.index_restart --size N [--ivf-from M]` measures this part alone on a generated
 corpus of N units (the bench's seed and tasks; the IVF from M units, 50,000 by default) and prints
 the figures as JSON, with the generation and build times of the measuring process.
 """
@@ -25,14 +25,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.generator import generate
+from bench.held import Ask, CpuTimings, django_ready, held, serve, task_asks
+from bench.stats import summary
 from selection.engine.index import IVF_THRESHOLD, CorpusIndex
 from selection.engine.timings import TimedStage
 from selection.engine.types import ProjectFrame
 from selection.memory.index_cache import read_index, write_index
-
-from .generator import generate
-from .held import Ask, CpuTimings, django_ready, held, serve, task_asks
-from .stats import summary
 
 INDEX = "index"
 ASKS = "asks.pickle"
@@ -63,7 +62,7 @@ def time_restart(
             for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
                 env[name] = str(blas_threads)
         done = subprocess.run(
-            [sys.executable, "-m", "bench.index_restart", directory],
+            [sys.executable, "-m", "bench.parts.index_restart", directory],
             cwd=project, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False,
         )
         if done.returncode != 0:

@@ -8,12 +8,11 @@ from dataclasses import replace
 
 from django.db import transaction
 
+from bench.generator import generate
 from selection.corpus.contents import CorpusData, ProjectSpec, UnitRecord
 from selection.corpus.writer import write_corpus
 from selection.memory import embeddings
 from selection.memory.importing import EMBED_BATCH, corpus_import
-
-from .generator import generate
 
 
 class _Rollback(Exception):

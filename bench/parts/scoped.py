@@ -11,7 +11,7 @@ machine's load falls on both alike; and, for contrast, the store's recall with s
 off (the engine's default: out-of-scope hits take the pool's places and eligibility rules them
 out). Every selection goes through selection.serving.select_for_user (bench/held.py). No database.
 
-`python -m bench.scoped [PER_PROJECT [TASKS [SAMPLES]]]` runs this part alone and prints its
+`python -m bench.parts.scoped [PER_PROJECT [TASKS [SAMPLES]]]` runs this part alone and prints its
 targets (`manage.py bench` runs it after the sizes and checks the same targets).
 """
 
@@ -21,14 +21,13 @@ import time
 
 import numpy as np
 
+from bench.generator import generate
+from bench.held import CpuTimings, held, serve, task_asks
+from bench.stats import check, part_main, summary
+from bench.workload import BenchTask
 from selection.engine.index import CorpusIndex
 from selection.engine.timings import TimedStage
 from selection.engine.types import EngineConfig
-
-from .generator import generate
-from .held import CpuTimings, held, serve, task_asks
-from .stats import check, part_main, summary
-from .workload import BenchTask
 
 PROJECTS = 100
 RECALL_TOLERANCE = 0.0  # the store's recall equals the project's alone
@@ -132,6 +131,6 @@ def describe(scoped: dict) -> str:
     )
 
 
-if __name__ == "__main__":  # python -m bench.scoped [PER_PROJECT [TASKS [SAMPLES]]]
+if __name__ == "__main__":  # python -m bench.parts.scoped [PER_PROJECT [TASKS [SAMPLES]]]
     part_main(lambda per_project, tasks, samples: time_scoped(per_project, 7, tasks, samples),
               [200, 32, 256], describe, targets)
