@@ -216,7 +216,7 @@ def test_the_bench_measures_through_hooks_and_touches_nothing_private():
     # stage times come from StageTimings; a bench module that rebinds another module's names or
     # calls its private functions breaks the rule the timings hook replaced
     offences = []
-    for path in sorted(Path(bench.__file__).parent.glob("*.py")):
+    for path in sorted(Path(bench.__file__).parent.rglob("*.py")):
         tree = ast.parse(path.read_text())
         imported = set()
         for node in ast.walk(tree):
@@ -284,7 +284,7 @@ def test_the_bench_selects_through_the_serving_function_and_builds_no_engine_req
     # end-to-end part): no bench module runs the engine's select() or builds its request or work frame
     forbidden = {"SelectionRequest", "WorkFrame", "run_selection", "selection_request"}
     offences = []
-    for path in sorted(Path(bench.__file__).parent.glob("*.py")):
+    for path in sorted(Path(bench.__file__).parent.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "selection.engine.pipeline":
                 offences += [f"{path.name}: imports pipeline.{a.name}" for a in node.names if a.name == "select"]
@@ -294,7 +294,7 @@ def test_the_bench_selects_through_the_serving_function_and_builds_no_engine_req
             if isinstance(node, ast.alias) and node.name in forbidden:
                 offences.append(f"{path.name}: imports {node.name}")
     assert offences == []
-    served = {path.name for path in Path(bench.__file__).parent.glob("*.py")
+    served = {path.name for path in Path(bench.__file__).parent.rglob("*.py")
               if "select_for_user" in path.read_text()}
     assert {"held.py", "end_to_end.py"} <= served
 
