@@ -2,10 +2,17 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# pytest-xdist workers for `make test` and `make test-fast`; each has its own test database
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
+# the inner loop: engine, corpus, service and API tests; no browser, no Celery worker, no bench,
+# none of the deployment checks or the ONNX export that start processes or load a second runtime
+FAST_TESTS := tests/selection tests/governance tests/backtest tests/api tests/test_foundation.py \
+	--ignore=tests/selection/test_embedding_runtimes.py --ignore=tests/governance/test_deploy_settings.py
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install services stop-services destroy-services migrate demo test test-engine lint import-fixtures worker beat serve evaluate bench clean
+.PHONY: help install services stop-services destroy-services migrate demo test test-fast test-engine lint import-fixtures worker beat serve evaluate bench clean
 
 help: ## list every target
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,11 +52,14 @@ beat: $(STAMP) ## run Celery beat in the foreground: the daily retention (apply_
 serve: $(STAMP) ## serve the dashboard on http://127.0.0.1:8000 (no worker)
 	$(PY) manage.py runserver 127.0.0.1:8000
 
-test: $(STAMP) ## run the whole test suite (engine, services, worker and browser tests)
-	$(VENV)/bin/pytest
+test: $(STAMP) ## run the whole test suite (engine, services, worker and browser tests) on TEST_WORKERS=2 workers
+	$(PYTEST_PARALLEL)
 
-test-engine: $(STAMP) ## run the engine tests alone (no database, seconds)
-	$(VENV)/bin/pytest tests/selection/engine -p no:django
+test-fast: $(STAMP) ## run the engine, corpus, service and API tests: no browser, no Celery worker, no bench
+	$(PYTEST_PARALLEL) -m "not browser and not worker" $(FAST_TESTS)
+
+test-engine: $(STAMP) ## run the engine tests alone (no Django, no database, seconds)
+	$(VENV)/bin/pytest tests/selection/engine -p no:django -W ignore::pytest.PytestConfigWarning
 
 lint: $(STAMP) ## ruff over the project and the import-layer contracts (lint-imports)
 	$(VENV)/bin/ruff check authority governance selection backtest bench tests

@@ -26,14 +26,36 @@ def _health_on_change_off(request):
     yield
     settings.FG_HEALTH_ON_CHANGE = was
 
-# the browser fixtures (browser, browser_login) for tests marked `browser`
-pytest_plugins = ["tests.browser"]
+
+# the browser fixtures (browser, browser_login) for tests marked `browser`; what parallel runs need
+pytest_plugins = ["tests.browser", "tests.parallel"]
+
+# Django's default hasher takes a quarter of a second a password on a small machine, and the suite
+# creates and signs in hundreds of users; what a password proves does not depend on the hasher.
+FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
+
+
+def pytest_configure(config):
+    if not config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+
+    if not settings.configured:
+        return
+    from django.contrib.auth import hashers
+
+    settings.PASSWORD_HASHERS = [FAST_HASHER]
+    hashers.get_hashers.cache_clear()
+    hashers.get_hashers_by_algorithm.cache_clear()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own session teardown has dropped the test database
 def pytest_sessionfinish(session, exitstatus):
     """Stop the embedded PostgreSQL and redis if this test run started them (settings did, on
-    load); servers that were already running, a demo's or another run's, are left alone."""
+    load); servers that were already running, a demo's or another run's, are left alone. In a
+    parallel run the controller started them and stops them, after its workers have finished."""
+    if hasattr(session.config, "workerinput"):
+        return
     from governance import embedded
 
     if "redis" in embedded.started_here:

@@ -108,6 +108,7 @@ def test_a_worker_killed_mid_backtest_loses_nothing(sift, tmp_path):
 STALE_SECONDS = 25  # the stale rule's limit in this test: well past a replay's time, well under a minute
 
 
+@pytest.mark.alone  # it stops the redis that every test shares
 def test_a_broker_restarted_mid_backtest_loses_nothing_or_fails_visibly_and_reruns(
     sift, sift_users, tmp_path, settings
 ):
