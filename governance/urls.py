@@ -1,12 +1,8 @@
-from django.contrib import admin
-from django.contrib.auth import views as auth_views
-from django.urls import include, path
+"""The governance pages: projects, frames, proposals, the audit log, API tokens, webhooks."""
+
+from django.urls import path
 
 from . import views, views_tokens
-from .api_site import api, unknown_path
-from .mcp_server import mcp_http
-
-handler500 = "governance.errors.server_error"
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -25,13 +21,4 @@ urlpatterns = [
     path("settings/tokens/", views_tokens.token_list, name="api-tokens"),
     path("settings/tokens/new/", views_tokens.token_create, name="api-token-create"),
     path("settings/tokens/<int:pk>/revoke/", views_tokens.token_revoke, name="api-token-revoke"),
-    path("api/v1/", api.urls),
-    path("api/v1/<path:rest>", unknown_path),
-    path("mcp", mcp_http, name="mcp"),
-    path("mcp/", mcp_http),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("admin/", admin.site.urls),
-    path("", include("selection.urls")),
-    path("", include("backtest.urls")),
 ]

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,7 +26,6 @@ from authority import access
 from authority.audit import audit_record, register_audit_listener
 from selection.models import Project
 
-from .celery import app as celery_app
 from .models import WebhookDelivery, WebhookDeliveryStatus, WebhookEndpoint
 from .services import InputRefused
 
@@ -103,7 +103,7 @@ def connect() -> None:
 
 
 def _queue(delivery_id: int) -> None:
-    celery_app.send_task(DELIVER_TASK, args=(delivery_id,))
+    current_app.send_task(DELIVER_TASK, args=(delivery_id,))
 
 
 def webhook_attempt(*, delivery_id: int) -> bool:

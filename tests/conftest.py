@@ -34,7 +34,7 @@ pytest_plugins = ["tests.browser"]
 def pytest_sessionfinish(session, exitstatus):
     """Stop the embedded PostgreSQL and redis if this test run started them (settings did, on
     load); servers that were already running, a demo's or another run's, are left alone."""
-    from governance import embedded
+    from config import embedded
 
     if "redis" in embedded.started_here:
         embedded.stop_redis()

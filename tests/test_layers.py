@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("authority", "selection", "governance", "backtest", "bench")
+APPS = ("config", "authority", "selection", "governance", "backtest", "bench")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 

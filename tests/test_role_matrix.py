@@ -350,7 +350,7 @@ def test_the_api_role_matrix(world, client):
 
 
 def test_every_api_operation_is_in_the_matrix(world):
-    from governance.api_site import api
+    from config.api_site import api
 
     schema = api.get_openapi_schema()
     served = {(method, path) for path, operations in schema["paths"].items() for method in operations}

@@ -16,7 +16,7 @@ from authority.services import frame_version_create, promotion_create
 from backtest.health import services as health
 from backtest.models import FrameHealth
 from governance import webhooks
-from governance.celery import app
+from config.celery import app
 from governance.models import WebhookDelivery
 from selection import labelling
 from selection.models import Task, TraceCandidate

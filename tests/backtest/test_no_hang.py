@@ -77,7 +77,7 @@ def test_only_a_lead_may_rerun_and_only_a_failed_backtest(client, queued, sift_u
 
 
 def test_a_replay_that_keeps_killing_its_worker_fails_the_backtest(queued):
-    from governance.celery import app
+    from config.celery import app
 
     task_id = queued.task_ids[0]
     kwargs = dict(backtest_id=queued.pk, task_id=task_id, side="baseline", retries=0)

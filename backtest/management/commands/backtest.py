@@ -14,13 +14,13 @@ import json
 import time
 from pathlib import Path
 
+from celery import current_app
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from backtest import gates, selectors, services
 from backtest.models import Backtest, BacktestStatus
-from governance.celery import app
 from governance.models import Proposal
 from governance.services import GovernanceError
 from selection.models import Corpus
@@ -28,7 +28,7 @@ from selection.models import Corpus
 
 def worker_queues(timeout: float = 2.0) -> dict[str, list[str]]:
     """Worker name -> queues it consumes, for every worker that answers within `timeout`."""
-    replies = app.control.inspect(timeout=timeout).active_queues() or {}
+    replies = current_app.control.inspect(timeout=timeout).active_queues() or {}
     return {name: [q["name"] for q in queues] for name, queues in replies.items()}
 
 

@@ -1,6 +1,6 @@
 """The one NinjaAPI at /api/v1/: it mounts each app's router, authenticates, and speaks problem details.
 
-Part of the project package, like urls.py: it names each app's router by its dotted path, as
+Part of the project package, like urls.py: it mounts each app's router by its dotted path, as
 urls.py includes each app's urls. Authentication is a personal API token (`Authorization: Bearer`)
 or the browser's session with its CSRF token; the token's scope rides on the user into access.py.
 Every 4xx (and the 500 nobody should see) is an RFC 9457 problem details document, with the
@@ -17,13 +17,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
-from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
-from selection import embeddings
 from selection.corpus import CorpusError
 from selection.engine.routing.report import routing_summary
 from selection.evaluation import EvaluationError
@@ -31,16 +29,16 @@ from selection.services import SelectionError
 from selection.serving import StrictRoutingRefused
 from selection.uploads import ArchiveRefused
 
-from . import tokens
-from .celery import app as celery_app
-from .services import GovernanceError, InputRefused, PromotionRefused, ProposalInvalid, RebaseConflict
+from governance import tokens
+from governance.services import GovernanceError, InputRefused, PromotionRefused, ProposalInvalid, RebaseConflict
+
+from .site_health import HealthOut, site_health
 
 logger = logging.getLogger(__name__)
 
 PROBLEM_TYPE = "https://frame-governance.invalid/problems/"
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 # what every operation may answer besides its success; documented once, for every operation
-HEALTH_PING_SECONDS = 0.5
 ERROR_STATUSES = {
     "400": "The request is malformed",
     "401": "No valid API token or session",
@@ -125,6 +123,11 @@ def _field(location, detail: str) -> dict:
 
 class GovernanceAPI(NinjaAPI):
     """A NinjaAPI whose schema documents the problem details of every error status."""
+
+    def get_openapi_operation_id(self, operation) -> str:
+        # named by the app that answers it, not by the module inside the app that holds the route
+        app = operation.view_func.__module__.split(".")[0]
+        return f"{app}_api_{operation.view_func.__name__}"
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
@@ -331,49 +334,10 @@ api.add_router("", "governance.api.router")
 api.add_router("", "backtest.api.router")
 
 
-class HealthOut(Schema):
-    ok: bool
-    database: bool
-    broker: bool
-    workers: list[str] = []
-    model_available: bool
-    model_loaded: bool = False
-
-
 @api.get("/health", response=HealthOut, auth=None, url_name="health", tags=["site"], summary="Is the service up")
 def health(request):
     """Database, broker, the Celery workers that answered a ping, and the embedding model."""
     return site_health()
-
-
-def site_health() -> dict:
-    database = broker = False
-    workers: list[str] = []
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        database = True
-    except Exception:  # noqa: BLE001 - a health check reports, it does not raise
-        logger.warning("health: the database did not answer", exc_info=True)
-    try:
-        with celery_app.connection_for_read() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
-        broker = True
-        workers = sorted((celery_app.control.inspect(timeout=HEALTH_PING_SECONDS).ping() or {}).keys())
-    except Exception:  # noqa: BLE001
-        logger.warning("health: the broker did not answer", exc_info=True)
-    try:
-        available = (embeddings.configured_model_dir() / "config.json").exists()
-    except Exception:  # noqa: BLE001
-        available = False
-    return {
-        "ok": database and broker,
-        "database": database,
-        "broker": broker,
-        "workers": workers,
-        "model_available": available,
-        "model_loaded": embeddings.get_embedder.cache_info().currsize > 0,
-    }
 
 
 class ApiProblemMiddleware:

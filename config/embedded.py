@@ -177,7 +177,7 @@ def main(argv: list[str]) -> int:
         stop_postgres()
         shutil.rmtree(STATE_DIR, ignore_errors=True)
     else:
-        print("usage: python -m governance.embedded start|stop|status|destroy", file=sys.stderr)
+        print("usage: python -m config.embedded start|stop|status|destroy", file=sys.stderr)
         return 2
     return 0
 

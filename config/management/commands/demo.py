@@ -23,7 +23,7 @@ from django.db import transaction
 
 from authority.models import Role
 from authority.services import role_grant
-from governance import embedded
+from config import embedded
 from selection.models import Project
 
 DEMO_ACCOUNTS = (("lead", Role.LEAD), ("reviewer", Role.REVIEWER), ("auditor", Role.AUDITOR))
@@ -83,7 +83,7 @@ class Command(BaseCommand):
                             "-m",
                             "celery",
                             "-A",
-                            "governance",
+                            "config",
                             "worker",
                             "--loglevel=WARNING",
                             "--concurrency=1",
@@ -97,7 +97,7 @@ class Command(BaseCommand):
                 children.append(
                     subprocess.Popen(
                         [
-                            sys.executable, "-m", "celery", "-A", "governance", "beat",
+                            sys.executable, "-m", "celery", "-A", "config", "beat",
                             "--loglevel=WARNING", f"--schedule={schedule}",
                         ],  # fmt: skip
                         env=env,

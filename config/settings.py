@@ -83,11 +83,12 @@ INSTALLED_APPS = [
     "governance",
     "backtest",
     "bench",
+    "config",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "governance.csp.ContentSecurityPolicyMiddleware",
+    "config.csp.ContentSecurityPolicyMiddleware",
     # static files compressed and, once collected, hashed and cached for a year
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -97,11 +98,11 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "governance.api_site.ApiProblemMiddleware",
+    "config.api_site.ApiProblemMiddleware",
 ]
 
-ROOT_URLCONF = "governance.urls"
-WSGI_APPLICATION = "governance.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -162,7 +163,7 @@ FG_BACKTEST_STALE_SECONDS = int(env("FG_BACKTEST_STALE_SECONDS", "600"))
 # written in one transaction; smaller chunks when that would leave fewer than FG_BACKTEST_MIN_CHUNKS
 FG_BACKTEST_CHUNK = int(env("FG_BACKTEST_CHUNK", "16"))
 FG_BACKTEST_MIN_CHUNKS = int(env("FG_BACKTEST_MIN_CHUNKS", "4"))
-# `celery -A governance beat` runs the retention policy daily (selection.tasks.apply_retention)
+# `celery -A config beat` runs the retention policy daily (selection.tasks.apply_retention)
 # and reads every promoted frame on its project's tasks (backtest.health, the frame's health)
 CELERY_BEAT_SCHEDULE = {
     "apply-retention": {
