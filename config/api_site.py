@@ -22,15 +22,15 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
+from authority.errors import GovernanceError, InputRefused
+from governance.proposals.errors import PromotionRefused, ProposalInvalid, RebaseConflict
+from governance.tokens import services as tokens
 from selection.corpus import CorpusError
 from selection.engine.routing.report import routing_summary
 from selection.evaluation import EvaluationError
 from selection.services import SelectionError
 from selection.serving import StrictRoutingRefused
 from selection.uploads import ArchiveRefused
-
-from governance import tokens
-from governance.services import GovernanceError, InputRefused, PromotionRefused, ProposalInvalid, RebaseConflict
 
 from .site_health import HealthOut, site_health
 
@@ -269,7 +269,7 @@ def _token_refused(request, exc):
 
 @api.exception_handler(GovernanceError)
 def _governance_refused(request, exc):
-    # a review or backtest refused by the state it finds (backtest.services' errors derive from it);
+    # a review or backtest refused by the state it finds (backtest.errors derive from it);
     # one refused for a field instead (an approval missing acknowledgements) says so with `status`
     # and `fields`, (location, detail) pairs
     status = getattr(exc, "status", 409)
@@ -331,6 +331,7 @@ def unknown_path(request, rest: str = ""):
 
 api.add_router("", "selection.api.router")
 api.add_router("", "governance.api.router")
+api.add_router("", "governance.proposals.api.router")
 api.add_router("", "backtest.api.router")
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from authority.models import AuditEntry, Promotion, Role, RoleGrant
+from backtest.health.selectors import HealthAlert, health_alerts
 from selection.models import Project
 
-from .health import HealthAlert, health_alerts
 from .models import FINAL_STATES, Proposal, ProposalState
 
 RECENT = 8

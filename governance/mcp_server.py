@@ -28,7 +28,7 @@ from selection.engine.types import WorkSignal
 from selection.evaluation import EvaluationError
 from selection.services import SelectionError
 
-from . import tokens
+from .tokens import services as tokens
 
 TOKEN_ENV = "FG_API_TOKEN"
 INSTRUCTIONS = (

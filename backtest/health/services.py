@@ -24,6 +24,7 @@ from django.utils import timezone
 from authority import access
 from authority.audit import audit_record, register_audit_listener
 from authority.selectors import current_frame_version
+from rules import health_judgement as judge
 from selection import store
 from selection.engine.gates import Gates
 from selection.engine.metrics import score_bundle
@@ -35,7 +36,6 @@ from selection.services import SelectionError, replay_task
 from selection.tasksets import project_tasks, task_set_versions, tasks_digest
 
 from ..models import FrameHealth, HealthTransition, HealthTrigger
-from . import judge
 
 logger = logging.getLogger(__name__)
 

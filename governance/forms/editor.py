@@ -1,6 +1,6 @@
 """The structured frame editor: it edits a copy of the current frame and yields the merge patch.
 
-The form never validates the frame itself: governance.frames does, in proposal_submit, and the
+The form never validates the frame itself: rules.frame_patch does, in proposal_submit, and the
 view puts each issue next to the field it names (ProposeForm.add_issues). The one exception is the
 stop rule (admission.py): the form checks its numbers with that same corpus parser as it cleans, so
 the live preview names a bad value before a submit does.
@@ -14,11 +14,11 @@ from typing import Any
 
 from django import forms
 
+from rules.frame_patch import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch, patch_issues
 from selection.corpus.frames import listed_classes
 from selection.corpus.limits import MAX_DEPTH, MAX_PATCH_BYTES
 from selection.corpus.places import IDENTIFIER
 
-from ..frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch, patch_issues
 from . import admission
 
 BLANK_LIMIT_ROWS = 2

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from backtest import services
+from backtest import judging, services
+from backtest.replay import dispatch
+from backtest.replay import services as replays
 from governance.models import Proposal
 
 BOOK = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "book-ch10"
@@ -64,9 +66,9 @@ def test_the_books_four_proposals_decide_as_pinned(book):
         proposal = Proposal.objects.select_related("project", "frame_version").get(uid=uid)
         backtest = services.backtest_enqueue(proposal=proposal, requested_by=None)
         for task_id in backtest.task_ids:
-            for side in services.replay_sides(backtest):
-                services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
-        decision = services.backtest_finish(backtest_id=backtest.pk)
+            for side in dispatch.replay_sides(backtest):
+                replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+        decision = judging.backtest_finish(backtest_id=backtest.pk)
         primary = decision.gate_results[0]
         failed = {g["metric"] for g in decision.gate_results if not g["passed"]}
         found[uid] = (decision.passed, round(primary["delta"], 3), failed)

@@ -15,9 +15,9 @@ from authority.selectors import current_frame_version
 from authority.services import frame_version_create, promotion_create
 from backtest.health import services as health
 from backtest.models import FrameHealth
-from governance import webhooks
 from config.celery import app
 from governance.models import WebhookDelivery
+from governance.webhooks import services as webhooks
 from selection import labelling
 from selection.models import Task, TraceCandidate
 from selection.services import replay_task

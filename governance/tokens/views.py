@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from authority import access
 from authority.models import Role, RoleGrant
 
-from . import tokens
+from . import services as tokens
 
 READ_ONLY = "read"
 

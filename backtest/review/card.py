@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from django.urls import reverse
 
-from . import gates as gate_rules
-from .models import Backtest, TaskReplay
+from rules import gate_verdict as gate_rules
+
+from ..models import Backtest, TaskReplay
 
 # the corpus format's quality metrics and which way is better (selection.engine.metrics.METRICS
 # without tokens)

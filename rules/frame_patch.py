@@ -1,4 +1,4 @@
-"""Frame snapshots as plain JSON: validate, patch (RFC 7386), compute a patch, diff; no Django here.
+"""Frame snapshots as plain JSON: validate, patch (RFC 7386), compute a patch, split and rebase one; no Django.
 
 Validation reuses the corpus format's own checker (selection.corpus.frames.check_frame) so a frame a
 proposal produces obeys exactly the rules an imported corpus.yaml frame does; this module only adds
@@ -8,7 +8,6 @@ what proposals need on top: issues keyed by their path in the frame, duplicate c
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -16,10 +15,8 @@ from typing import Any
 
 from selection.corpus import limits
 from selection.corpus.frames import (
-    ADMISSION_KEYS,
     FRAME_KEYS,
     METRICS,
-    WORK_TYPE_KEYS,
     check_frame,
     listed_classes,
     merge_patch,
@@ -32,13 +29,10 @@ __all__ = [
     "GATES_KEYS",
     "LIMIT_BOUNDS",
     "METRICS",
-    "FieldDiff",
     "FrameIssue",
     "KeyConflict",
-    "Mark",
     "apply_patch",
     "compute_patch",
-    "diff_frames",
     "frame_classes",
     "frame_issues",
     "MAX_ABLATION_PARTS",
@@ -241,6 +235,7 @@ def patch_only(patch: Mapping[str, Any], parts: Collection[str]) -> dict[str, An
 
 
 Path = tuple[str, ...]
+ABSENT = object()  # a key a frame or a patch does not have
 MINE, THEIRS = "mine", "theirs"  # a rebase conflict's two resolutions: the proposal's or current's
 
 
@@ -269,14 +264,14 @@ def paths_overlap(a: Path, b: Path) -> bool:
 def _value_at(frame: Any, path: Path) -> Any:
     for key in path:
         if not isinstance(frame, dict) or key not in frame:
-            return _ABSENT
+            return ABSENT
         frame = frame[key]
     return frame
 
 
 def _patched_value(patch: Any, path: Path) -> Any:
     value = _value_at(patch, path)
-    return _ABSENT if value is None else value
+    return ABSENT if value is None else value
 
 
 @dataclass(frozen=True)
@@ -297,7 +292,7 @@ class KeyConflict:
 
 
 def _shown(value: Any) -> str:
-    return "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True)
+    return "(absent)" if value is ABSENT else json.dumps(value, sort_keys=True)
 
 
 def rebase_conflicts(base: Mapping[str, Any], current: Mapping[str, Any], patch: Any) -> list[KeyConflict]:
@@ -342,141 +337,3 @@ def resolve_rebase(
         elif choice != MINE:
             unresolved.append(conflict)
     return result, unresolved
-
-
-# --- diff -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Mark:
-    """One shown value in a diff column; mark is kept | added | removed | moved | changed."""
-
-    text: str
-    mark: str = "kept"
-
-
-@dataclass(frozen=True)
-class FieldDiff:
-    """One field of two frames side by side; status is same | changed | added | removed."""
-
-    path: str
-    status: str
-    left: tuple[Mark, ...]
-    right: tuple[Mark, ...]
-
-    @property
-    def changed(self) -> bool:
-        return self.status != "same"
-
-
-_ABSENT = object()
-
-
-_KEYED = {"gates": GATES_KEYS, "admission": ADMISSION_KEYS}  # mappings diffed key by key, in this order
-
-
-def diff_frames(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[FieldDiff]:
-    """Field by field; work types one row each (a row per part in the long form), gates and the stop
-    rule a row per key; ordered lists item by item with moves marked."""
-    rows: list[FieldDiff] = []
-    extras = sorted(k for k in set(a) | set(b) if k not in FRAME_KEYS)
-    for key in (*FRAME_KEYS, *extras):
-        left, right = a.get(key, _ABSENT), b.get(key, _ABSENT)
-        if left is _ABSENT and right is _ABSENT:
-            continue
-        if key == "work_types" and _mapping_or_absent(left) and _mapping_or_absent(right):
-            left_map = left if isinstance(left, dict) else {}
-            right_map = right if isinstance(right, dict) else {}
-            for name in sorted(set(left_map) | set(right_map)):
-                rows.extend(
-                    _diff_work_type(name, left_map.get(name, _ABSENT), right_map.get(name, _ABSENT))
-                )
-        elif key in _KEYED and _mapping_or_absent(left) and _mapping_or_absent(right):
-            # a row per gate and per stop-rule key: "admission.floor 0.6 -> 0.4", not two blobs
-            left_map = left if isinstance(left, dict) else {}
-            right_map = right if isinstance(right, dict) else {}
-            names = [k for k in _KEYED[key] if k in left_map or k in right_map]
-            names += sorted(k for k in set(left_map) | set(right_map) if k not in _KEYED[key])
-            for name in names:
-                rows.append(
-                    _diff_value(
-                        f"{key}.{name}", left_map.get(name, _ABSENT), right_map.get(name, _ABSENT)
-                    )
-                )
-        else:
-            rows.append(_diff_value(key, left, right))
-    return rows
-
-
-def _diff_work_type(name: str, left: Any, right: Any) -> list[FieldDiff]:
-    """One row for a short-form work type on both sides; one row per part (classes, description,
-    cues) when either side is written in the long form."""
-    if not isinstance(left, dict) and not isinstance(right, dict):
-        return [_diff_value(f"work_types.{name}", left, right)]
-
-    def part(value: Any, key: str) -> Any:
-        if value is _ABSENT:
-            return _ABSENT
-        if isinstance(value, dict):
-            return value.get(key, _ABSENT)
-        return value if key == "classes" else _ABSENT
-
-    rows = []
-    for key in WORK_TYPE_KEYS:
-        before, after = part(left, key), part(right, key)
-        if before is _ABSENT and after is _ABSENT:
-            continue
-        rows.append(_diff_value(f"work_types.{name}.{key}", before, after))
-    return rows
-
-
-def _mapping_or_absent(value: Any) -> bool:
-    return value is _ABSENT or isinstance(value, dict)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True)
-
-
-def _diff_value(path: str, left: Any, right: Any) -> FieldDiff:
-    if left is _ABSENT:
-        return FieldDiff(path, "added", (), _as_marks(right, "added"))
-    if right is _ABSENT:
-        return FieldDiff(path, "removed", _as_marks(left, "removed"), ())
-    if isinstance(left, list) and isinstance(right, list):
-        left_marks, right_marks = diff_lists([_text(v) for v in left], [_text(v) for v in right])
-        status = "same" if left == right else "changed"
-        return FieldDiff(path, status, left_marks, right_marks)
-    if left == right:
-        return FieldDiff(path, "same", (Mark(_text(left)),), (Mark(_text(right)),))
-    return FieldDiff(
-        path, "changed", (Mark(_text(left), "changed"),), (Mark(_text(right), "changed"),)
-    )
-
-
-def _as_marks(value: Any, mark: str) -> tuple[Mark, ...]:
-    if isinstance(value, list):
-        return tuple(Mark(_text(v), mark) for v in value)
-    return (Mark(_text(value), mark),)
-
-
-def diff_lists(left: list[str], right: list[str]) -> tuple[tuple[Mark, ...], tuple[Mark, ...]]:
-    """Item-by-item marks: the longest common runs stay kept; other items on both sides moved."""
-    matcher = difflib.SequenceMatcher(a=left, b=right, autojunk=False)
-    kept_left: set[int] = set()
-    kept_right: set[int] = set()
-    for block in matcher.get_matching_blocks():
-        kept_left.update(range(block.a, block.a + block.size))
-        kept_right.update(range(block.b, block.b + block.size))
-    in_right, in_left = set(right), set(left)
-    left_marks = tuple(
-        Mark(v, "kept" if i in kept_left else ("moved" if v in in_right else "removed"))
-        for i, v in enumerate(left)
-    )
-    right_marks = tuple(
-        Mark(v, "kept" if i in kept_right else ("moved" if v in in_left else "added"))
-        for i, v in enumerate(right)
-    )
-    return left_marks, right_marks

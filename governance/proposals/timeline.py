@@ -1,18 +1,17 @@
-"""Reads of a proposal's review discussion: its thread (decisions, comments, steps, who and when,
-in time order) and the comments on each task row of a backtest, in a fixed number of queries."""
+"""A proposal's review discussion as one thread: decisions, comments, steps, who and when, in time
+order, in a fixed number of queries."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from django.urls import reverse
 
 from authority.models import Promotion
-from governance.models import Proposal, ProposalClosure, ProposalKind
+from backtest.models import ApprovalVerdict, BacktestStatus, ReplaySide, ReviewComment, TaskReplay
+from backtest.review.selectors import backtest_decision, backtest_reviews, proposal_backtests
 
-from .models import ApprovalVerdict, Backtest, BacktestStatus, ReplaySide, ReviewComment, TaskReplay
-from .selectors import backtest_decision, backtest_reviews, proposal_backtests
+from ..models import Proposal, ProposalClosure, ProposalKind
 
 
 @dataclass(frozen=True)
@@ -138,9 +137,3 @@ def proposal_timeline(*, proposal: Proposal) -> list[TimelineEvent]:
     return sorted(events, key=lambda e: e.at)
 
 
-def task_comments(*, backtest: Backtest) -> dict[int, list[ReviewComment]]:
-    """task id -> the comments on that task's row of this backtest, oldest first (one query)."""
-    found: dict[int, list[ReviewComment]] = defaultdict(list)
-    for comment in ReviewComment.objects.filter(backtest=backtest, task__isnull=False).select_related("author"):
-        found[comment.task_id].append(comment)
-    return dict(found)

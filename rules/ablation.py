@@ -1,6 +1,6 @@
 """Ablation of a proposal: what each part of its patch does alone and within the whole; pure, no Django.
 
-A part is one patched field path (governance.frames.patch_parts): a work type's list, the scope,
+A part is one patched field path (rules.frame_patch.patch_parts): a work type's list, the scope,
 the class pull, the gates, any other top-level field. A backtest of a proposal of 2 to
 MAX_ABLATION_PARTS parts also replays every task under each part alone and under the proposal
 without each part (`plan`: identical variants are replayed once), then judges each part:
@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import fsum
 
-from . import gates as gate_rules
-from .gates import EPSILON, Gates, fmt, signed
+from . import gate_verdict as gate_rules
+from .gate_verdict import EPSILON, Gates, fmt, signed
 
 TaskMetrics = Mapping[str, Mapping[str, float]]  # task id -> metric -> value
 

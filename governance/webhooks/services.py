@@ -24,10 +24,10 @@ from django.utils import timezone
 
 from authority import access
 from authority.audit import audit_record, register_audit_listener
+from authority.errors import InputRefused
 from selection.models import Project
 
-from .models import WebhookDelivery, WebhookDeliveryStatus, WebhookEndpoint
-from .services import InputRefused
+from ..models import WebhookDelivery, WebhookDeliveryStatus, WebhookEndpoint
 
 # audit action -> webhook event
 EVENTS = {

@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from authority import access
 from authority.audit import audit_record
+from authority.errors import GovernanceError
 from selection.models import Project
 
-from .models import ApiToken
-from .services import GovernanceError
+from ..models import ApiToken
 
 TOKEN_PREFIX = "fg_"
 LIFETIMES_DAYS = (7, 30, 90, 365)

@@ -19,10 +19,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from backtest import gates, selectors, services
+from authority.errors import GovernanceError
+from backtest import selectors, services
 from backtest.models import Backtest, BacktestStatus
 from governance.models import Proposal
-from governance.services import GovernanceError
+from rules import gate_verdict as gates
 from selection.models import Corpus
 
 

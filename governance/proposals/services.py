@@ -1,5 +1,5 @@
-"""Governance writes: proposals and promotions; each checks its role in authority.access and
-audits in the same transaction.
+"""Proposal writes: submit, split, close, rebase, import; each checks its role in authority.access and
+audits in the same transaction (promotion and rollback: promotion.py).
 
 The dashboard, the CLI and the API all call these functions, so they behave identically.
 """
@@ -9,68 +9,26 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from authority import access
 from authority.audit import audit_record
-from authority.models import AuditEntry, FrameVersion, Promotion
+from authority.errors import GovernanceError
+from authority.models import AuditEntry, FrameVersion
 from authority.selectors import current_frame_version
-from authority.services import frame_version_create, promotion_create
+from authority.services import frame_version_create
+from backtest.services import backtest_enqueue
+from rules import frame_patch as frames
+from rules.frame_patch import FrameIssue
 from selection.corpus.frames import merge_patch
 from selection.models import Project
 
-from . import frames, selectors
-from .frames import FrameIssue, KeyConflict
-from .models import FINAL_STATES, Proposal, ProposalClosure, ProposalKind, ProposalState
-from .signals import proposal_submitted
+from .. import selectors as governance_selectors
+from ..models import FINAL_STATES, Proposal, ProposalClosure, ProposalKind, ProposalState
+from . import selectors
+from .errors import ProposalInvalid, RebaseConflict
 
 logger = logging.getLogger(__name__)
-
-PROMOTION_SEQUENCE_CONSTRAINT = "promotion_sequence_unique"
-
-
-class GovernanceError(Exception):
-    """A refused governance write; the message says why, in the user's words."""
-
-
-class ProposalInvalid(GovernanceError):
-    """The patch, or the frame it produces, breaks the frame format; `issues` name each field."""
-
-    def __init__(self, issues: list[FrameIssue]):
-        self.issues = list(issues)
-        super().__init__("; ".join(str(issue) for issue in self.issues))
-
-
-class InputRefused(GovernanceError):
-    """A refused write because of what was sent (an empty comment, ...): `field` names where."""
-
-    def __init__(self, message: str, *, field: tuple[str, ...] = ()):
-        self.field = tuple(field)
-        super().__init__(message)
-
-
-class RebaseConflict(GovernanceError):
-    """Keys the proposal changes that the current version also changed: the author must choose,
-    per key, the proposal's value ("mine") or the current one ("theirs"); nothing was written."""
-
-    def __init__(self, conflicts: list[KeyConflict], *, current: FrameVersion):
-        self.conflicts = list(conflicts)
-        self.current = current
-        keys = ", ".join(c.key for c in self.conflicts)
-        super().__init__(
-            f"v{current.number} also changed {keys}: choose for each key whether the proposal's value "
-            "or the current one stands"
-        )
-
-
-class PromotionRefused(GovernanceError):
-    def __init__(self, reasons: list[str]):
-        self.reasons = list(reasons)
-        super().__init__("cannot promote: " + "; ".join(self.reasons))
-
-
-class PromotionConflict(PromotionRefused):
-    """Another promotion of the same project committed first; nothing was written."""
 
 
 # --- proposals -----------------------------------------------------------------------------------
@@ -93,8 +51,7 @@ def proposal_submit(
 
     Raises AccessDenied without the lead role, ProposalInvalid (issues naming each field) when the
     patch or the frame it produces is malformed. A class no unit in scope carries is a warning kept
-    on the proposal. The `proposal_submitted` signal is sent in the same transaction (the backtest
-    app starts the proposal's backtest when it commits).
+    on the proposal. Its backtest starts once the proposal commits (backtest_enqueue on commit).
     `expected_base`: the version the author edited; refused if another was promoted since.
     `supersedes`: an open proposal of the project this one replaces (a rebase, a revision): it is
     closed in the same transaction, its closure naming this one. Proposals never change once
@@ -125,7 +82,7 @@ def proposal_submit(
         frame, issues = frames.apply_patch(base.snapshot, patch)
         if not issues:
             issues = frames.frame_issues(
-                frame, project=project.slug, declared=selectors.declared_projects(project=project)
+                frame, project=project.slug, declared=governance_selectors.declared_projects(project=project)
             )
         if not issues and frame == base.snapshot:
             issues = [FrameIssue((), f"the patch changes nothing in v{base.number}")]
@@ -135,7 +92,7 @@ def proposal_submit(
             raise ProposalInvalid(issues)
         scope = list(frame.get("scope") or [project.slug])
         warnings = frames.unknown_class_warnings(
-            frame, carried=selectors.carried_classes(scope=scope), scope=scope
+            frame, carried=governance_selectors.carried_classes(scope=scope), scope=scope
         )
         if supersedes is not None:
             _check_open(supersedes, project=project, action="replace")
@@ -166,7 +123,8 @@ def proposal_submit(
                 supersedes, actor=author, superseded_by=proposal,
                 reason=f"{verb} over v{base.number} as proposal #{proposal.pk}",
             )
-        proposal_submitted.send(sender=Proposal, proposal=proposal, requested_by=author)
+        # robust: the proposal is committed whatever the queue does; a failed enqueue is logged
+        transaction.on_commit(lambda: backtest_enqueue(proposal=proposal, requested_by=author), robust=True)
     return proposal
 
 
@@ -218,9 +176,9 @@ def _scope_issues(author, base: dict, frame: dict, project: Project) -> list[Fra
 
 def proposal_sync_state(*, proposal: Proposal) -> Proposal:
     """Set Proposal.state from the append-only rows (promotions; the latest backtest and its
-    review, as governance.evidence reports them). The only code that changes Proposal.state:
-    every write that moves a proposal on (a backtest starting or finishing, a review, a
-    promotion) calls it inside its own transaction.
+    review, read from the backtest app). The only code that changes Proposal.state: every write
+    that moves a proposal on calls it inside its own transaction: a promotion or a closure here,
+    a backtest starting, finishing, failing or reviewed through backtest_changed (on_backtest_changed).
     """
     state = selectors.derived_proposal_state(proposal=proposal)
     if proposal.state != state:
@@ -399,104 +357,7 @@ def proposal_rebase(*, proposal: Proposal, author, resolutions: dict[str, str] |
     return rebased
 
 
-def proposal_rollback(*, project: Project, author, to_version: FrameVersion, rationale: str = "") -> Proposal:
-    """Roll back to an earlier version in one action: a proposal whose patch takes the current
-    version to `to_version`'s frame, backtested and reviewed like any other before it can land."""
-    access.access_propose(author, project)
-    if to_version.project_id != project.pk:
-        raise ProposalInvalid([FrameIssue(("version",), f"v{to_version.number} is not a version of {project.slug}")])
-    current = current_frame_version(project=project)
-    if current is None:
-        raise ProposalInvalid([FrameIssue((), f"{project.slug} has no promoted frame version to roll back")])
-    if current.pk == to_version.pk:
-        raise ProposalInvalid([FrameIssue(("version",), f"v{to_version.number} is the current version already")])
-    patch = frames.compute_patch(current.snapshot, to_version.snapshot)
-    return proposal_submit(
-        project=project,
-        author=author,
-        title=f"Roll back to v{to_version.number}",
-        rationale=(rationale or "").strip()
-        or f"Restores the frame of v{to_version.number} (v{current.number} is current).",
-        patch=patch,
-        expected_base=current,
-        kind=ProposalKind.ROLLBACK,
-        restores=to_version,
-    )
-
-
 # --- promotion -----------------------------------------------------------------------------------
-
-
-def proposal_promote(*, proposal: Proposal, lead) -> Promotion:
-    """Make the proposal's frame version current: a new Promotion, sequence = previous + 1.
-
-    Needs the lead role and no promotion blocker (selectors.promotion_blockers). The project row is
-    locked so concurrent promotions queue; should two still collide, the unique constraint on
-    (project, sequence) decides and the loser gets PromotionConflict with nothing written.
-    """
-    project = proposal.project
-    access.access_promote(lead, project)
-    try:
-        with transaction.atomic():
-            Project.objects.select_for_update().get(pk=project.pk)
-            proposal = Proposal.objects.select_related(
-                "project", "base_version", "frame_version"
-            ).get(pk=proposal.pk)
-            blockers = selectors.promotion_blockers(proposal=proposal) + selectors.promoter_blockers(
-                proposal=proposal, lead=lead
-            )
-            if blockers:
-                raise PromotionRefused(blockers)
-            previous = current_frame_version(project=project)
-            promotion = promotion_create(
-                project=project, frame_version=proposal.frame_version, promoted_by=lead
-            )
-            proposal_sync_state(proposal=proposal)
-            audit_record(
-                actor=lead,
-                project=project,
-                action="proposal.promoted",
-                obj=promotion,
-                summary=(
-                    f"v{proposal.frame_version.number} promoted "
-                    f"(was v{previous.number if previous else '-'}): {proposal.title}"
-                ),
-                payload={
-                    "proposal": proposal.pk,
-                    "frame_version": proposal.frame_version.number,
-                    "previous_version": previous.number if previous else None,
-                    "sequence": promotion.sequence,
-                },
-            )
-            _mark_others_stale(proposal=proposal, lead=lead)
-    except IntegrityError as error:
-        if PROMOTION_SEQUENCE_CONSTRAINT in str(error):
-            raise PromotionConflict(
-                [
-                    "another promotion of this project won the race; "
-                    "reload and check the current version"
-                ]
-            ) from error
-        raise
-    return promotion
-
-
-def _mark_others_stale(*, proposal: Proposal, lead) -> None:
-    """Every other open proposal of the project is stale once `proposal` lands: each gets an audit
-    row with the reason (the keys the promoted version changed under it), which its page repeats."""
-    current = selectors.current_with_proposal(project=proposal.project)
-    for other in selectors.open_proposals(project=proposal.project):
-        reason = selectors.stale_reason(other, current=current)
-        if reason is None:
-            continue
-        audit_record(
-            actor=lead,
-            project=proposal.project,
-            action="proposal.stale",
-            obj=other,
-            summary=f"proposal #{other.pk} is stale: {reason}",
-            payload={"proposal": other.pk, "promoted": proposal.pk, "reason": reason},
-        )
 
 
 # --- proposals that arrive with a corpus ---------------------------------------------------------
@@ -531,3 +392,8 @@ def proposal_import(
         },
     )
     return proposal
+
+
+def on_backtest_changed(sender, *, backtest, **kwargs) -> None:
+    """backtest.lifecycle.backtest_changed: the proposal's state follows, in the same transaction."""
+    proposal_sync_state(proposal=backtest.proposal)

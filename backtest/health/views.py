@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from governance import selectors as governance_selectors
+from selection.models import Project
 
-from .health import services as health
+from . import services as health
 
 
 @login_required
 @require_POST
 def health_check_request(request, slug: str):
-    project = governance_selectors.project_for_slug(slug=slug)
+    project = get_object_or_404(Project, slug=slug)
     health.health_request(project=project, user=request.user)  # AccessDenied: 403
     messages.success(request, "A health reading is queued: it appears here when a worker has taken it.")
     return redirect(reverse("project-detail", args=[slug]) + "#health")

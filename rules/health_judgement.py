@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from math import fsum
 
-from ..gates import EPSILON, PRIMARY_GATE, Gates, GateSpecError, fmt, judge_limit, judge_task_floor
+from .gate_verdict import EPSILON, PRIMARY_GATE, Gates, GateSpecError, fmt, judge_limit, judge_task_floor
 
 TaskMetrics = Mapping[str, Mapping[str, float]]  # task -> metric -> value
 
