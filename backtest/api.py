@@ -22,6 +22,7 @@ from selection.tasksets import task_set_label, task_set_versions
 from . import selectors
 from .health import selectors as health_selectors
 from .review import card as review_card
+from .review import selectors as review_selectors
 from .review import services as review_services
 
 router = Router(tags=["backtest"])
@@ -206,7 +207,7 @@ def _backtest(backtest) -> dict:
         "approval": _review(reviews[-1]) if reviews else None,
         "reviews": [_review(a) for a in reviews],
         "reviews_summary": tally.summary,
-        "review_blockers": reviews.review_blockers(backtest=backtest) if decision is not None else [],
+        "review_blockers": review_selectors.review_blockers(backtest=backtest) if decision is not None else [],
         "regressed_tasks": [
             {
                 "task": r.task,

@@ -18,9 +18,9 @@ from selection import embeddings
 
 from . import judging
 from .errors import BacktestError
+from .health import services as health
 from .replay import dispatch, shadow
 from .replay import services as replay
-from .health import services as health
 
 RETRIED = (OperationalError, InterfaceError)
 

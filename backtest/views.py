@@ -21,7 +21,7 @@ from .errors import BacktestRefused
 from .forms import ReviewForm
 from .models import BacktestStatus
 from .review import card as review_card
-from .review import selectors as reviews
+from .review import selectors as review_selectors
 
 
 def _url(name: str, *args) -> str | None:
@@ -51,7 +51,7 @@ def _trace_links(rows):
 
 def _with_comments(rows, backtest):
     """Each task row's links also carry the discussion on that row (one query for all rows)."""
-    comments = reviews.task_comments(backtest=backtest)
+    comments = review_selectors.task_comments(backtest=backtest)
     for row, links in rows:
         links["comments"] = comments.get(row.task_id, [])
     return rows
@@ -68,7 +68,9 @@ def _context(request, pk: int) -> dict:
     decision, tally = selectors.backtest_outcome(backtest)
     metrics = selectors.page_metrics(backtest)
     progress = selectors.backtest_progress(backtest=backtest)
-    blockers = reviews.review_blockers(backtest=backtest, reviewer=request.user) if decision is not None else []
+    blockers = []
+    if decision is not None:
+        blockers = review_selectors.review_blockers(backtest=backtest, reviewer=request.user)
     return {
         "backtest": backtest,
         "proposal": proposal,

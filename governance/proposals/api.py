@@ -13,7 +13,8 @@ from django.urls import reverse
 from ninja import Field, Router, Schema, Status
 
 from authority import access
-from backtest.review import selectors as reviews
+from backtest import selectors as backtest_selectors
+from backtest.review import selectors as review_selectors
 from backtest.review import services as review_services
 from selection.api_fields import Id, JsonObject, Text
 from selection.tasksets import task_set_label, task_set_versions
@@ -123,7 +124,7 @@ class PromotionOut(Schema):
 
 
 def _proposal(proposal) -> dict:
-    backtests = reviews.proposal_backtests(proposal=proposal)
+    backtests = review_selectors.proposal_backtests(proposal=proposal)
     versions = task_set_versions(project=proposal.project)
     labels = [task_set_label(b.task_set_digest, versions, b.task_set_version) for b in backtests]
     return {
@@ -276,10 +277,10 @@ def proposal_comment(request, proposal_id: Id, body: CommentIn):
     """Returns the proposal's thread, the new comment last."""
     proposal = selectors.proposal_by_id(proposal_id=proposal_id)
     access.access_comment(request.auth, proposal.project)
-    backtest = (
-        selectors.proposal_backtest(proposal=proposal, backtest_id=body.backtest) if body.backtest is not None else None
-    )
-    task_id = selectors.backtest_task_id(backtest=backtest, uid=body.task) if body.task and backtest else None
+    backtest = None
+    if body.backtest is not None:
+        backtest = backtest_selectors.proposal_backtest(proposal=proposal, backtest_id=body.backtest)
+    task_id = backtest_selectors.backtest_task_id(backtest=backtest, uid=body.task) if body.task and backtest else None
     review_services.review_comment(
         proposal=proposal, author=request.auth, body=body.body, backtest=backtest, task_id=task_id
     )

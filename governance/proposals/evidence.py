@@ -9,7 +9,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 
 from authority.selectors import current_frame_version
 from backtest.models import Backtest, BacktestStatus
-from backtest.review import selectors as reviews
+from backtest.review import selectors as review_selectors
 
 from ..models import Proposal, ProposalState
 
@@ -29,10 +29,10 @@ def _evidence_state(backtest: Backtest | None) -> str:
         return ProposalState.PROPOSED
     if backtest.status != BacktestStatus.FINISHED:
         return ProposalState.BACKTESTING
-    decision = reviews.backtest_decision(backtest)
+    decision = review_selectors.backtest_decision(backtest)
     if decision is None:
         return ProposalState.BACKTESTING
-    tally = reviews.review_tally(backtest)
+    tally = review_selectors.review_tally(backtest)
     if tally.blocked:
         return ProposalState.REJECTED
     if tally.satisfied:
@@ -50,7 +50,7 @@ def _promotion_blockers(proposal: Proposal, backtest: Backtest | None) -> list[s
     label = f"the latest backtest (#{backtest.pk})"
     if backtest.status != BacktestStatus.FINISHED:
         return [f"{label} is {backtest.status}, not finished"]
-    decision = reviews.backtest_decision(backtest)
+    decision = review_selectors.backtest_decision(backtest)
     if decision is None:
         return [f"{label} has no decision"]
     if not decision.passed:
@@ -62,7 +62,7 @@ def _promotion_blockers(proposal: Proposal, backtest: Backtest | None) -> list[s
         blockers.append(
             f"{label} compared against v{backtest.baseline_version.number}, but v{current.number} is current"
         )
-    tally = reviews.review_tally(backtest)
+    tally = review_selectors.review_tally(backtest)
     if tally.blocked:
         return blockers + [f"a reviewer rejected {label}"]
     if not tally.approvals:
@@ -72,7 +72,7 @@ def _promotion_blockers(proposal: Proposal, backtest: Backtest | None) -> list[s
             f"{label} has {tally.summary}: the project's policy needs "
             f"{tally.policy.required_approvals} distinct approvals"
         )
-    engine = reviews.current_engine_version()
+    engine = review_selectors.current_engine_version()
     for approval in tally.approvals:
         who = approval.reviewer.username
         if approval.frame_version_id != proposal.frame_version_id:
@@ -84,14 +84,14 @@ def _promotion_blockers(proposal: Proposal, backtest: Backtest | None) -> list[s
                 f"{who} approved under engine {approval.engine_version}, but the engine is {engine} now: "
                 "run a new backtest"
             )
-    if reviews.current_task_set_digest(project=proposal.project) != backtest.task_set_digest:
+    if review_selectors.current_task_set_digest(project=proposal.project) != backtest.task_set_digest:
         blockers.append("the project's task set changed since the approved backtest: run a new backtest")
     return blockers
 
 
 def evidence_for(proposal: Proposal) -> Evidence:
-    backtest = reviews.latest_backtest(proposal=proposal)
-    approvers = reviews.review_tally(backtest).approvers if backtest is not None else frozenset()
+    backtest = review_selectors.latest_backtest(proposal=proposal)
+    approvers = review_selectors.review_tally(backtest).approvers if backtest is not None else frozenset()
     return Evidence(
         state=_evidence_state(backtest),
         blockers=tuple(_promotion_blockers(proposal, backtest)),

@@ -21,7 +21,7 @@ from backtest.errors import BacktestRefused, CommentRefused, RegressionsUnacknow
 from backtest.forms import CommentForm, ReviewForm
 from backtest.models import Backtest, BacktestStatus
 from backtest.review import card as review_card
-from backtest.review import selectors as reviews
+from backtest.review import selectors as review_selectors
 from backtest.review import services as review_services
 from rules import frame_diff
 from selection.tasksets import task_set_label, task_set_versions
@@ -39,13 +39,13 @@ def proposal_detail(
     proposal = selectors.proposal_by_id(proposal_id=pk)
     project = proposal.project
     caps = access.access_read(request.user, project)
-    backtests = reviews.proposal_backtests(proposal=proposal)
+    backtests = review_selectors.proposal_backtests(proposal=proposal)
     latest = backtests[0] if backtests else None
-    review_blockers = (
-        reviews.review_blockers(backtest=latest, reviewer=request.user) if latest else ["no backtest has run yet"]
-    )
-    policy = reviews.project_approval_policy(project=project)
-    latest_decision = reviews.backtest_decision(latest) if latest else None
+    review_blockers = ["no backtest has run yet"]
+    if latest:
+        review_blockers = review_selectors.review_blockers(backtest=latest, reviewer=request.user)
+    policy = review_selectors.project_approval_policy(project=project)
+    latest_decision = review_selectors.backtest_decision(latest) if latest else None
     current = selectors.current_with_proposal(project=project)
     stale_reason = selectors.stale_reason(proposal, current=current)
     open_here = selectors.open_proposals(project=project)
@@ -68,8 +68,8 @@ def proposal_detail(
             "backtests": [
                 (
                     b,
-                    reviews.backtest_decision(b),
-                    reviews.review_tally(b, policy=policy),
+                    review_selectors.backtest_decision(b),
+                    review_selectors.review_tally(b, policy=policy),
                     reverse("backtest-detail", args=[b.pk]),
                     label,
                 )
@@ -198,8 +198,8 @@ def proposal_promote_confirm(request, pk: int):
     proposal = selectors.proposal_by_id(proposal_id=pk)
     project = proposal.project
     caps = access.access_promote(request.user, project)
-    latest = reviews.latest_backtest(proposal=proposal)
-    decision = reviews.backtest_decision(latest) if latest else None
+    latest = review_selectors.latest_backtest(proposal=proposal)
+    decision = review_selectors.backtest_decision(latest) if latest else None
     return render(
         request,
         "governance/promote_confirm.html",
@@ -209,7 +209,7 @@ def proposal_promote_confirm(request, pk: int):
             "caps": caps,
             "latest": latest,
             "latest_decision": decision,
-            "tally": reviews.review_tally(latest) if latest else None,
+            "tally": review_selectors.review_tally(latest) if latest else None,
             "regressions": review_card.regressed_tasks(backtest=latest) if decision else [],
             "diff": [
                 r

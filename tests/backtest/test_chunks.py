@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from backtest import judging, services
+from backtest import selectors as backtest_selectors
 from backtest.models import AblationReplay, Backtest, BacktestStatus, TaskReplay
 from backtest.replay import dispatch
 from backtest.replay import services as replays
@@ -161,7 +162,7 @@ def test_a_later_backtest_reuses_the_baseline_replays_and_judges_the_same(sift):
     assert rows_of(second) == rows_of(full)
     assert decision_of(second) == decision_of(full)
     # the reused trace's page links back to the backtest that made it
-    assert services.selectors.trace_origin(Trace.objects.get(pk=next(iter(reused.values())))).label.startswith(
+    assert backtest_selectors.trace_origin(Trace.objects.get(pk=next(iter(reused.values())))).label.startswith(
         f"backtest #{first.pk} "
     )
 

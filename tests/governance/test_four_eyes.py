@@ -13,7 +13,7 @@ from authority.models import FrameVersion, Promotion
 from authority.selectors import current_frame_version
 from backtest import errors as backtest_errors
 from backtest.models import Approval
-from backtest.review import selectors as reviews
+from backtest.review import selectors as review_selectors
 from backtest.review import services as review_services
 from governance.models import Proposal
 from governance.proposals import errors as proposal_errors
@@ -143,10 +143,10 @@ def test_the_policy_changes_only_through_a_proposal_and_binds_from_its_promotion
         submit({"approval": {"rejection_blocks": "yes"}})
     raise_bar = submit({"approval": {"required_approvals": 2}}, title="Two approvals from now on")
     # the proposal is judged under the policy in force, not the one it brings
-    assert reviews.project_approval_policy(project=raise_bar.project) == ApprovalPolicy()
+    assert review_selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy()
     review(make_backtest(raise_bar), people["reviewer"])
     promote(raise_bar, people["lead"])
-    assert reviews.project_approval_policy(project=raise_bar.project) == ApprovalPolicy(required_approvals=2)
+    assert review_selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy(required_approvals=2)
     assert approval_policy({}) == ApprovalPolicy(1, True, True)
 
 
