@@ -174,7 +174,7 @@ def backtest_outcome(backtest: Backtest):
 
 def trace_origin(trace) -> TraceOrigin | None:
     """The backtest that replayed this trace, for the trace page's link back (registered with
-    selection.origins at start-up); the first one, when later backtests reused it (backtest.reuse)."""
+    selection.origins at start-up); the first one, when later backtests reused it (backtest.replay.reuse)."""
     replay = (
         TaskReplay.objects.filter(trace_id=trace.pk).select_related("backtest__proposal").order_by("pk").first()
     )

@@ -1,6 +1,6 @@
 """`python manage.py api_token USER [--project P --role R] [--days N] [--name NAME]`: create a token.
 
-The same service as the API tokens page (governance.tokens.services.token_create): the scope must be a role
+The same service as the API tokens page (tokens.services.token_create): the scope must be a role
 USER holds, creation is audited, and the secret is printed once, alone on stdout, for scripts.
 """
 
