@@ -22,6 +22,7 @@ from rules import frame_patch as frame_rules
 from rules import gate_verdict as gate_rules
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Project
+from selection.tasksets import project_tasks, task_set_version_record, tasks_digest
 
 from .errors import BacktestRefused
 from .judging import backtest_fail
@@ -37,7 +38,6 @@ from .replay.dispatch import launch_chord, replays_done, replays_expected
 from .replay.services import CONDITION, variant_frame
 from .replay.shadow import shadow_plan
 from .selectors import declared_projects
-from .taskset import project_tasks, task_set_version_record, tasks_digest
 
 logger = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from authority.states import ProposalState
 from selection.corpus.frames import ApprovalPolicy, approval_policy
 from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Project
+from selection.tasksets import task_set_digest
 
 from ..models import (
     Approval,
@@ -21,7 +22,6 @@ from ..models import (
     BacktestStatus,
     ReviewComment,
 )
-from ..taskset import task_set_digest
 
 
 def proposal_backtests(*, proposal) -> list[Backtest]:
@@ -115,7 +115,7 @@ def current_engine_version() -> str:
 
 
 def current_task_set_digest(*, project: Project) -> str:
-    """The digest of the project's task set now (see backtest.taskset)."""
+    """The digest of the project's task set now (selection.tasksets)."""
     return task_set_digest(project=project)
 
 

@@ -13,9 +13,9 @@ from backtest import judging, services
 from backtest.models import Backtest, BacktestDecision, BacktestStatus, TaskReplay
 from backtest.replay import dispatch
 from backtest.replay import services as replays
-from backtest.taskset import task_set_digest
 from governance.models import ProposalState
 from selection.models import Task, Trace
+from selection.tasksets import task_set_digest
 
 from .conftest import proposal
 
