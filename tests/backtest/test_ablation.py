@@ -100,7 +100,7 @@ def test_a_part_that_adds_nothing_but_costs_a_gated_metric_is_flagged_within_its
 def lead(sift, sift_users):
     """sift's lead, also a lead of quill (only someone with a role there may widen sift's scope to
     it), with sift's current frame the one without design notes in design review, no class pull
-    and no admission stop rule (issue 15's pool widening and tier caps left the stop rule's frame
+    and no admission stop rule (with the pool widening and tier caps, the stop rule's frame leaves
     no recall for a wider class pull to add: without them the pull adds +0.050 recall at −0.017
     precision, inside the gate)."""
     from authority.selectors import current_frame_version

@@ -24,11 +24,10 @@ BOOK = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "book-ch1
 pytestmark = pytest.mark.skipif(not (BOOK / "proposals.yaml").exists(), reason="book-ch10 corpus not present")
 
 # proposal -> (passed, primary delta rounded to 3 places, metrics whose gate failed)
-# Since the engine's second pass (issue 15: the class pull fills a class by relevance, C5 pulls
-# support/refute neighbours and open loops) the decisions are unchanged and the deltas moved:
-# widening the pull now costs recall (-0.046; the relevant units of each class are already pulled
+# The class pull fills a class by relevance and C5 pulls support/refute neighbours and open loops,
+# so widening the pull costs recall (-0.046; the relevant units of each class are already pulled
 # at 3, the next two are filler that outranks required evidence), and the combination lands on
-# the book's own -0.046. docs/results.md section 6 has the before and after.
+# the book's own -0.046.
 PINNED = {
     "v2-prose-earlier": (False, -0.046, {"must_include_recall"}),
     "v2-contract-in-implementation": (True, 0.037, set()),
@@ -41,7 +40,7 @@ PINNED = {
 # The combined proposal fails on precision although no part alone breaks the 0.02 it may lose;
 # chapter prose in architecture review adds no recall inside the whole and costs precision
 # (−0.017), as v2-prose-earlier alone fails: the one part the book's review also rejected.
-# Since the engine's second pass (issue 15) widening the class pull costs recall on its own
+# Widening the class pull costs recall on its own
 # (v2-wider-class-pull: -0.046, pinned above), so the combined proposal's class_pull part is
 # flagged too: two of its three parts cost more than they give.
 ABLATED = {

@@ -1,4 +1,4 @@
-"""Replays in chunks (issue 17): a Celery task replays many (task, side) pairs and writes them in
+"""Replays in chunks: a Celery task replays many (task, side) pairs and writes them in
 one transaction, each pair once however often its chunk is delivered; a later backtest against
 the same baseline reuses the baseline replays; the traces written so read, diff and verify as
 before. Inline on the real PostgreSQL (the worker's own run is in test_worker.py)."""

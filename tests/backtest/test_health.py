@@ -1,4 +1,4 @@
-"""Frame health over time (issue 19, item 5): a promoted frame read on its project's tasks, judged
+"""Frame health over time: a promoted frame read on its project's tasks, judged
 against its first reading under the project's gates, stored, charted, and alerted once per flip."""
 
 from __future__ import annotations

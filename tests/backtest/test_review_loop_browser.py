@@ -1,4 +1,4 @@
-"""Issue 19's review loop in one walk, in headless Chromium, with a real Celery worker running every
+"""The review loop in one walk, in headless Chromium, with a real Celery worker running every
 backtest: a lead proposes a two-part change; a reviewer comments on a task row and rejects it with a
 reason; the lead splits off the good part, which passes, is approved and promoted; another open
 proposal that changes the same key is marked stale with the reason and rebased; a rollback proposal

@@ -71,7 +71,7 @@ def test_a_backtest_replays_recent_selections_and_says_which_bundles_change(clie
     work_types = {t: Trace.objects.get(pk=t).header["work_frame"]["work_type"] for t in made}
     assert sorted(work_types.values()) == ["design-review", "design-review", "release-readiness"]
     # design review drops its design notes and the pull widens: a design-review selection changes
-    # (which of the two does depends on the engine's stop rule, frame policy since issue 15)
+    # (which of the two does depends on the frame's stop rule)
     design = [rows[t] for t in made if work_types[t] == "design-review"]
     assert any(r.changed and r.left for r in design)
     for r in rows.values():

@@ -1,4 +1,4 @@
-"""Review discussion (issue 19 item 3): comments on a proposal and on one task row of its backtest,
+"""Review discussion: comments on a proposal and on one task row of its backtest,
 append-only and audited; the proposal page shows the thread, the decisions and who took them, in
 time order; a rejection needs its reason."""
 

@@ -1,4 +1,4 @@
-"""Rebase, close and rollback (issue 19 item 1), conflicts between open proposals (item 2).
+"""Rebase, close and rollback, and conflicts between open proposals.
 
 A submitted proposal never changes: a rebase is a new proposal that supersedes the stale one, with
 its own backtest, so none of the old one's approvals carry over.

@@ -1,4 +1,4 @@
-"""Signed webhooks (issue 19 item 6): a lead configures them per project; each event of the audit
+"""Signed webhooks: a lead configures them per project; each event of the audit
 log becomes a delivery, POSTed with an HMAC-SHA256 signature of its body, every attempt recorded."""
 
 from __future__ import annotations
