@@ -26,13 +26,13 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv and install the project with its test tools
 
 services: $(STAMP) ## start the embedded PostgreSQL + pgvector and redis (data under .state/)
-	$(PY) -m governance.embedded start
+	$(PY) -m config.embedded start
 
 stop-services: ## stop the embedded PostgreSQL and redis
-	$(PY) -m governance.embedded stop
+	$(PY) -m config.embedded stop
 
 destroy-services: ## stop the embedded servers and delete their data (.state/)
-	$(PY) -m governance.embedded destroy
+	$(PY) -m config.embedded destroy
 
 migrate: $(STAMP) ## apply database migrations
 	$(PY) manage.py migrate --no-input
@@ -44,10 +44,10 @@ demo: $(STAMP) ## set up everything, load fixtures, create demo accounts, run a 
 	$(PY) manage.py demo
 
 worker: $(STAMP) ## run one Celery worker process in the foreground
-	$(VENV)/bin/celery -A governance worker --loglevel=INFO --concurrency=1
+	$(VENV)/bin/celery -A config worker --loglevel=INFO --concurrency=1
 
 beat: $(STAMP) ## run Celery beat in the foreground: the daily retention (apply_retention) and frame health
-	$(VENV)/bin/celery -A governance beat --loglevel=INFO --schedule .state/celerybeat-schedule
+	$(VENV)/bin/celery -A config beat --loglevel=INFO --schedule .state/celerybeat-schedule
 
 serve: $(STAMP) ## serve the dashboard on http://127.0.0.1:8000 (no worker)
 	$(PY) manage.py runserver 127.0.0.1:8000
@@ -62,7 +62,7 @@ test-engine: $(STAMP) ## run the engine tests alone (no Django, no database, sec
 	$(VENV)/bin/pytest tests/selection/engine -p no:django -W ignore::pytest.PytestConfigWarning
 
 lint: $(STAMP) ## ruff over the project and the import-layer contracts (lint-imports)
-	$(VENV)/bin/ruff check authority governance selection backtest bench tests
+	$(VENV)/bin/ruff check config authority governance selection backtest bench tests
 	$(VENV)/bin/lint-imports
 
 evaluate: $(STAMP) ## run the C0..C6 + oracle ladder on the fixture corpus

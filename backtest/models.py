@@ -24,8 +24,7 @@ class Backtest(models.Model):
     condition = models.CharField(max_length=8, default="C6")
     task_ids = models.JSONField(help_text="Task primary keys replayed, in order")
     task_set_digest = models.CharField(max_length=64)
-    # the numbered version of the project's task set it replayed (issue 19); null on a backtest
-    # made before versions were recorded
+    # the numbered version of the project's task set it replayed; null where none was recorded
     task_set_version = models.ForeignKey(
         "selection.TaskSetVersion", on_delete=models.PROTECT, null=True, blank=True, related_name="backtests"
     )
@@ -38,7 +37,7 @@ class Backtest(models.Model):
     status = models.CharField(max_length=10, choices=BacktestStatus.choices, default=BacktestStatus.QUEUED)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
-    # the proposal's patch taken apart (backtest.ablation): {"parts": [field path, ...],
+    # the proposal's patch taken apart (rules.ablation): {"parts": [field path, ...],
     # "variants": [[part, ...], ...] (each replayed as one more side), "note": why none}
     ablation = models.JSONField(default=dict, blank=True)
     # recorded live selections replayed under both versions (shadow replay): {"requested": N,
@@ -62,7 +61,7 @@ class TaskReplay(models.Model):
     side = models.CharField(max_length=10, choices=ReplaySide.choices)
     trace = models.ForeignKey("selection.Trace", on_delete=models.PROTECT, related_name="+")
     metrics = models.JSONField()
-    # a baseline replay's inputs (backtest.reuse.baseline_key): a later backtest with the same key
+    # a baseline replay's inputs (backtest.replay.reuse.baseline_key): a later backtest with the same key
     # names this replay's trace instead of selecting again; empty on the candidate side
     reuse_key = models.CharField(max_length=64, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -130,7 +129,7 @@ class BacktestDecision(models.Model):
     candidate_means = models.JSONField()
     gate_results = models.JSONField(help_text="[{gate, metric, baseline, candidate, passed, reason}]")
     per_task_deltas = models.JSONField()
-    # one row per part of the proposal (backtest.ablation.PartEffect.as_dict); empty without ablation
+    # one row per part of the proposal (rules.ablation.PartEffect.as_dict); empty without ablation
     ablation = models.JSONField(default=list, blank=True)
     decided_at = models.DateTimeField(auto_now_add=True)
 

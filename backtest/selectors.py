@@ -1,32 +1,23 @@
-"""Reads for the backtest pages (progress counts, per-task rows, the chart, in fixed queries) and
-the evidence governance asks of a proposal's backtests (governance.evidence)."""
+"""Reads for the backtest pages (progress counts, per-task rows, the chart, the ablation, the shadow
+replay, in fixed queries) and the projects a frame may scope."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.core.exceptions import ObjectDoesNotExist
-from django.db.models import OuterRef, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from authority.selectors import current_frame_version
-from governance.evidence import Evidence
-from governance.models import Proposal, ProposalState
-from selection.corpus.frames import ApprovalPolicy, approval_policy
+from rules import gate_verdict as gate_rules
 from selection.engine.explain import LossFunnel
-from selection.engine.pipeline import ENGINE_VERSION
 from selection.models import Project, Task
 from selection.traces import origins
 from selection.traces.origins import TraceOrigin
 from selection.traces.selectors import grouped_funnels
 
-from . import gates as gate_rules
 from .models import (
     AblationReplay,
-    Approval,
-    ApprovalVerdict,
     Backtest,
     BacktestDecision,
     BacktestStatus,
@@ -34,216 +25,7 @@ from .models import (
     ShadowReplay,
     TaskReplay,
 )
-from .taskset import task_set_digest
-
-# --- a proposal's backtests and their review ------------------------------------------------
-
-
-def proposal_backtests(*, proposal: Proposal) -> list[Backtest]:
-    """Newest first, with decision, reviews and reviewers joined (two queries)."""
-    return list(
-        Backtest.objects.filter(proposal=proposal)
-        .select_related("decision", "requested_by", "candidate_version", "baseline_version", "task_set_version")
-        .prefetch_related("approvals__reviewer")
-        .order_by("-created_at", "-id")
-    )
-
-
-def latest_backtest(*, proposal: Proposal) -> Backtest | None:
-    return (
-        Backtest.objects.filter(proposal=proposal)
-        .select_related("decision", "candidate_version", "baseline_version")
-        .prefetch_related("approvals__reviewer")
-        .order_by("-created_at", "-id")
-        .first()
-    )
-
-
-def _related(obj, name: str):
-    try:
-        return getattr(obj, name)
-    except ObjectDoesNotExist:
-        return None
-
-
-def backtest_decision(backtest: Backtest) -> BacktestDecision | None:
-    return _related(backtest, "decision")
-
-
-def backtest_reviews(backtest: Backtest) -> list[Approval]:
-    """Every verdict on this backtest, oldest first (uses a prefetch when there is one)."""
-    return sorted(backtest.approvals.all(), key=lambda a: (a.decided_at, a.pk))
-
-
-def project_approval_policy(*, project: Project) -> ApprovalPolicy:
-    """The policy of the project's current frame: a proposal cannot lower its own bar."""
-    current = current_frame_version(project=project)
-    return approval_policy(current.snapshot if current else None)
-
-
-@dataclass(frozen=True)
-class ReviewTally:
-    """Where a backtest's reviews stand against the project's approval policy (four eyes)."""
-
-    policy: ApprovalPolicy
-    approvals: tuple[Approval, ...]
-    rejections: tuple[Approval, ...]
-
-    @property
-    def approvers(self) -> frozenset[int]:
-        return frozenset(a.reviewer_id for a in self.approvals)
-
-    @property
-    def blocked(self) -> bool:
-        return bool(self.rejections) and self.policy.rejection_blocks
-
-    @property
-    def satisfied(self) -> bool:
-        return not self.blocked and len(self.approvals) >= self.policy.required_approvals
-
-    @property
-    def closed(self) -> bool:
-        """No further verdict can change the outcome."""
-        return self.satisfied or self.blocked
-
-    @property
-    def summary(self) -> str:
-        text = f"{len(self.approvals)} of {self.policy.required_approvals} approvals"
-        if self.rejections:
-            text += f", {len(self.rejections)} rejection{'s' if len(self.rejections) > 1 else ''}"
-            text += " (blocks promotion)" if self.policy.rejection_blocks else ""
-        return text
-
-
-def review_tally(backtest: Backtest, *, policy: ApprovalPolicy | None = None) -> ReviewTally:
-    reviews = backtest_reviews(backtest)
-    return ReviewTally(
-        policy=policy or project_approval_policy(project=backtest.proposal.project),
-        approvals=tuple(a for a in reviews if a.verdict == ApprovalVerdict.APPROVE),
-        rejections=tuple(a for a in reviews if a.verdict == ApprovalVerdict.REJECT),
-    )
-
-
-def current_engine_version() -> str:
-    """The engine version replays run under now; an approval is bound to the one it saw."""
-    return str(ENGINE_VERSION)
-
-
-def current_task_set_digest(*, project: Project) -> str:
-    """The digest of the project's task set now (see backtest.taskset)."""
-    return task_set_digest(project=project)
-
-
-def review_blockers(*, backtest: Backtest, reviewer=None) -> list[str]:
-    """Why `backtest` may not be reviewed now (by `reviewer`, when given); empty when it may."""
-    if backtest.status != BacktestStatus.FINISHED:
-        return [f"backtest #{backtest.pk} is {backtest.status}, not finished"]
-    if backtest_decision(backtest) is None:
-        return [f"backtest #{backtest.pk} has no decision yet"]
-    if reviewer is not None and backtest.proposal.author_id == reviewer.pk:
-        return [
-            f"{reviewer.username} wrote proposal #{backtest.proposal_id}: "
-            "its author cannot review its backtest"
-        ]
-    tally = review_tally(backtest)
-    if reviewer is not None and any(a.reviewer_id == reviewer.pk for a in (*tally.approvals, *tally.rejections)):
-        return [f"{reviewer.username} has already reviewed backtest #{backtest.pk}"]
-    if tally.closed:
-        return [f"backtest #{backtest.pk} is already reviewed ({tally.summary})"]
-    if backtest.proposal.state == ProposalState.PROMOTED:
-        return ["the proposal is already promoted"]
-    if backtest.proposal.state == ProposalState.CLOSED:
-        return ["the proposal is closed"]
-    latest = latest_backtest(proposal=backtest.proposal)
-    if latest is not None and latest.pk != backtest.pk:
-        return [f"backtest #{backtest.pk} is not the proposal's latest (#{latest.pk} is)"]
-    return []
-
-
-def _evidence_state(backtest: Backtest | None) -> str:
-    if backtest is None or backtest.status == BacktestStatus.ERROR:
-        # an errored run judged nothing: the proposal waits for another backtest
-        return ProposalState.PROPOSED
-    if backtest.status != BacktestStatus.FINISHED:
-        return ProposalState.BACKTESTING
-    decision = backtest_decision(backtest)
-    if decision is None:
-        return ProposalState.BACKTESTING
-    tally = review_tally(backtest)
-    if tally.blocked:
-        return ProposalState.REJECTED
-    if tally.satisfied:
-        return ProposalState.APPROVED
-    return ProposalState.PASSED if decision.passed else ProposalState.FAILED
-
-
-def _promotion_blockers(proposal: Proposal, backtest: Backtest | None) -> list[str]:
-    """What the proposal's LATEST backtest still lacks for a promotion: to have passed and to
-    carry an approving review still bound to what runs now (the same candidate frame version,
-    the same task set, the current engine version)."""
-    if backtest is None:
-        return ["no backtest has run for it yet"]
-    blockers: list[str] = []
-    label = f"the latest backtest (#{backtest.pk})"
-    if backtest.status != BacktestStatus.FINISHED:
-        return [f"{label} is {backtest.status}, not finished"]
-    decision = backtest_decision(backtest)
-    if decision is None:
-        return [f"{label} has no decision"]
-    if not decision.passed:
-        blockers.append(f"{label} failed its gates")
-    if backtest.candidate_version_id != proposal.frame_version_id:
-        blockers.append(f"{label} replayed v{backtest.candidate_version.number}, not this proposal's version")
-    current = current_frame_version(project=proposal.project)
-    if current is not None and backtest.baseline_version_id != current.id:
-        blockers.append(
-            f"{label} compared against v{backtest.baseline_version.number}, but v{current.number} is current"
-        )
-    tally = review_tally(backtest)
-    if tally.blocked:
-        return blockers + [f"a reviewer rejected {label}"]
-    if not tally.approvals:
-        return blockers + [f"{label} has not been reviewed"]
-    if not tally.satisfied:
-        blockers.append(
-            f"{label} has {tally.summary}: the project's policy needs "
-            f"{tally.policy.required_approvals} distinct approvals"
-        )
-    engine = current_engine_version()
-    for approval in tally.approvals:
-        who = approval.reviewer.username
-        if approval.frame_version_id != proposal.frame_version_id:
-            blockers.append(f"{who}'s approval is bound to another frame version")
-        if approval.task_set_digest != backtest.task_set_digest:
-            blockers.append(f"{who}'s approval is bound to another task set than the backtest replayed")
-        if approval.engine_version != engine:
-            blockers.append(
-                f"{who} approved under engine {approval.engine_version}, but the engine is {engine} now: "
-                "run a new backtest"
-            )
-    if current_task_set_digest(project=proposal.project) != backtest.task_set_digest:
-        blockers.append("the project's task set changed since the approved backtest: run a new backtest")
-    return blockers
-
-
-class BacktestEvidence:
-    """governance.evidence's source: registered by BacktestConfig.ready."""
-
-    def evidence(self, proposal: Proposal) -> Evidence:
-        backtest = latest_backtest(proposal=proposal)
-        approvers = review_tally(backtest).approvers if backtest is not None else frozenset()
-        return Evidence(
-            state=_evidence_state(backtest),
-            blockers=tuple(_promotion_blockers(proposal, backtest)),
-            approvers=approvers,
-        )
-
-    def with_latest_status(self, proposals: QuerySet) -> QuerySet:
-        latest = Backtest.objects.filter(proposal=OuterRef("pk")).order_by("-created_at", "-id")
-        return proposals.annotate(latest_backtest_status=Subquery(latest.values("status")[:1]))
-
-
-EVIDENCE = BacktestEvidence()
+from .review.selectors import backtest_decision, review_tally
 
 
 def backtest_funnels(backtest: Backtest) -> dict[str, LossFunnel]:
@@ -392,7 +174,7 @@ def backtest_outcome(backtest: Backtest):
 
 def trace_origin(trace) -> TraceOrigin | None:
     """The backtest that replayed this trace, for the trace page's link back (registered with
-    selection.traces.origins at start-up); the first one, when later backtests reused it (backtest.reuse)."""
+    selection.traces.origins at start-up); the first one, when later backtests reused it (backtest.replay.reuse)."""
     replay = (
         TaskReplay.objects.filter(trace_id=trace.pk).select_related("backtest__proposal").order_by("pk").first()
     )
@@ -584,10 +366,19 @@ def shadow_document(backtest: Backtest) -> dict | None:
     }
 
 
-def proposal_backtest(*, proposal: Proposal, backtest_id: int) -> Backtest:
+def proposal_backtest(*, proposal, backtest_id: int) -> Backtest:
     return get_object_or_404(Backtest, pk=backtest_id, proposal=proposal)
 
 
 def backtest_task_id(*, backtest: Backtest, uid: str) -> int:
     """The id of the task `uid` among those `backtest` replayed (404 when it replayed none such)."""
     return get_object_or_404(Task.objects.filter(pk__in=backtest.task_ids), uid=uid).pk
+
+
+def declared_projects(*, project: Project) -> list[str]:
+    """Slugs a frame of `project` may scope: the projects its corpus declares."""
+    return list(
+        Project.objects.filter(corpus_id=project.corpus_id)
+        .order_by("position", "slug")
+        .values_list("slug", flat=True)
+    )

@@ -1,8 +1,8 @@
 """Celery tasks of a backtest: thin, they take ids and call one service; retries live here.
 
-One replay_chunk per chunk of (task, side) pairs (services.replay_chunks) and one shadow_task per
+One replay_chunk per chunk of (task, side) pairs (dispatch.replay_chunks) and one shadow_task per
 recorded selection, gathered by a chord whose callback judges the gates. Replays are idempotent
-(services.replay_many), so a retried or redelivered chunk (acks_late) writes nothing twice.
+(replay.replay_many), so a retried or redelivered chunk (acks_late) writes nothing twice.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from celery.signals import worker_process_init, worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from rules.gate_verdict import GateSpecError
 from selection.memory import embeddings
 
-from . import services
-from .gates import GateSpecError
+from . import judging
+from .errors import BacktestError
 from .health import services as health
+from .replay import dispatch, shadow
+from .replay import services as replay
 
 RETRIED = (OperationalError, InterfaceError)
 
@@ -38,40 +41,29 @@ REPLAY_OPTIONS = dict(
 )
 
 
-@shared_task(name=services.REPLAY_CHUNK_TASK, **REPLAY_OPTIONS)
+@shared_task(name=dispatch.REPLAY_CHUNK_TASK, **REPLAY_OPTIONS)
 def replay_chunk(self, backtest_id: int, pairs: list[list]) -> int | None:
     """Many (task, side) pairs replayed and written in one transaction; returns how many."""
     pairs = [(int(task_id), str(side)) for task_id, side in pairs]
-    if not services.chunk_delivery_allowed(
+    if not judging.chunk_delivery_allowed(
         self.app, backtest_id=backtest_id, pairs=pairs, retries=self.request.retries
     ):
         return None
-    return len(services.replay_many(backtest_id=backtest_id, pairs=pairs))
+    return len(replay.replay_many(backtest_id=backtest_id, pairs=pairs))
 
 
-# one (task, side) per message: what backtests queued before chunks sent (still served)
-@shared_task(name=services.REPLAY_TASK, **REPLAY_OPTIONS)
-def replay_task(self, backtest_id: int, task_id: int, side: str) -> int | None:
-    # ... but not forever: a replay that keeps killing its worker fails its backtest instead
-    if not services.replay_delivery_allowed(
-        self.app, backtest_id=backtest_id, task_id=task_id, side=side, retries=self.request.retries
-    ):
-        return None
-    return services.replay_one(backtest_id=backtest_id, task_id=task_id, side=side).pk
-
-
-@shared_task(name=services.SHADOW_TASK, **REPLAY_OPTIONS)
+@shared_task(name=dispatch.SHADOW_TASK, **REPLAY_OPTIONS)
 def shadow_task(self, backtest_id: int, trace_id: int) -> int | None:
-    """One recorded selection replayed under both versions (services.shadow_one)."""
-    if not services.replay_delivery_allowed(
+    """One recorded selection replayed under both versions (shadow.shadow_one)."""
+    if not judging.replay_delivery_allowed(
         self.app, backtest_id=backtest_id, task_id=trace_id, side="shadow", retries=self.request.retries
     ):
         return None
-    return services.shadow_one(backtest_id=backtest_id, trace_id=trace_id).pk
+    return shadow.shadow_one(backtest_id=backtest_id, trace_id=trace_id).pk
 
 
 @shared_task(
-    name=services.FINISH_TASK,
+    name=dispatch.FINISH_TASK,
     autoretry_for=RETRIED,
     retry_backoff=0.5,
     max_retries=5,
@@ -79,16 +71,16 @@ def shadow_task(self, backtest_id: int, trace_id: int) -> int | None:
 )
 def finish_backtest(results, backtest_id: int) -> bool | None:
     try:
-        return services.backtest_finish(backtest_id=backtest_id).passed
-    except (services.BacktestError, GateSpecError) as error:
-        services.backtest_fail(backtest_id=backtest_id, error=str(error))
+        return judging.backtest_finish(backtest_id=backtest_id).passed
+    except (BacktestError, GateSpecError) as error:
+        judging.backtest_fail(backtest_id=backtest_id, error=str(error))
         return None
 
 
-@shared_task(name=services.FAIL_TASK, autoretry_for=RETRIED, max_retries=5, acks_late=True)
+@shared_task(name=dispatch.FAIL_TASK, autoretry_for=RETRIED, max_retries=5, acks_late=True)
 def fail_backtest(backtest_id: int) -> None:
     """The chord's errback: a replay failed for good, so the backtest cannot be judged."""
-    services.backtest_fail(backtest_id=backtest_id, error="a task replay failed after its retries")
+    judging.backtest_fail(backtest_id=backtest_id, error="a task replay failed after its retries")
 
 
 @shared_task(name=health.HEALTH_TASK, autoretry_for=RETRIED, retry_backoff=0.5, max_retries=5, acks_late=True)

@@ -14,7 +14,7 @@ from django.db import transaction
 from authority.selectors import frame_version_by_number
 from bench.generator import SyntheticCorpus
 from governance.models import Proposal
-from governance.services import proposal_import
+from governance.proposals.services import proposal_import
 from selection.corpus import ProposalSpec
 from selection.memory.generated import GeneratedCorpus, GeneratedTask, generated_corpus_write
 from selection.models import Corpus, Project

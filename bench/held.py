@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from selection.engine.types import EngineConfig, ProjectFrame
     from selection.serving.serve import HeldCorpus
 
-SETTINGS_MODULE = "governance.settings"  # what manage.py sets
+SETTINGS_MODULE = "config.settings"  # what manage.py sets
 
 
 @dataclass(frozen=True)

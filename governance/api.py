@@ -18,10 +18,11 @@ from ninja import Field, Query, Router, Schema
 
 from authority import access
 from authority.selectors import current_frame_version
+from rules import frame_diff as frames
 from selection.api_fields import Id, Text
 from selection.models import Project
 
-from . import frames, selectors
+from . import selectors
 
 router = Router(tags=["governance"])
 

@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 
+from backtest.lifecycle import backtest_changed
 from selection.memory.corpus_parts import register_corpus_part
 
 
@@ -13,6 +14,10 @@ class GovernanceConfig(AppConfig):
 
         register_corpus_part(PROPOSALS)
         # webhooks: the audit log's events of a project, signed and POSTed to its endpoints
-        from .webhooks import connect
+        from .webhooks.services import connect
 
         connect()
+        # a proposal's state follows its backtests: the backtest app sends, it never imports us
+        from .proposals.services import on_backtest_changed
+
+        backtest_changed.connect(on_backtest_changed, dispatch_uid="governance-proposal-state")

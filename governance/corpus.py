@@ -13,7 +13,7 @@ from selection.corpus import CorpusData, CorpusIssue, ProposalSpec
 from selection.memory.corpus_parts import ImportedCorpus
 
 from .models import Proposal
-from .services import proposal_import
+from .proposals.services import proposal_import
 
 _LIMITS = {"id": Proposal._meta.get_field("uid").max_length, "title": Proposal._meta.get_field("title").max_length}
 

@@ -4,7 +4,7 @@ A reviewer sees proposals whose backtest finished and awaits a verdict; a lead s
 they can promote or must act on (failed, rejected, stale, never backtested); everyone sees running
 backtests and recent promotions in their projects; an auditor sees recent activity; leads and
 reviewers see each of their projects whose promoted frame fails a declared gate now (frame
-health, through governance.health). A fixed number of queries, whatever the number of projects.
+health, from backtest.health.selectors). A fixed number of queries, whatever the number of projects.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from authority.models import AuditEntry, Promotion, Role, RoleGrant
+from backtest.health.selectors import HealthAlert, health_alerts
 from selection.models import Project
 
-from .health import HealthAlert, health_alerts
 from .models import FINAL_STATES, Proposal, ProposalState
 
 RECENT = 8

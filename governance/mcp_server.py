@@ -30,7 +30,7 @@ from selection.serving.selections import SelectionError
 from selection.traces import selectors
 from selection.traces.api import counterfactual_document, outcome_document, trace_document
 
-from . import tokens
+from .tokens import services as tokens
 
 TOKEN_ENV = "FG_API_TOKEN"
 INSTRUCTIONS = (

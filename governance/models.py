@@ -6,21 +6,8 @@ from django.conf import settings
 from django.db import models
 
 from authority.models import FrameVersion, Role
-
-
-class ProposalState(models.TextChoices):
-    PROPOSED = "proposed"
-    BACKTESTING = "backtesting"
-    PASSED = "passed"
-    FAILED = "failed"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    PROMOTED = "promoted"
-    CLOSED = "closed"
-
-
-# a proposal no longer moves on once it is promoted or closed (a rebase closes the one it replaces)
-FINAL_STATES = (ProposalState.PROMOTED, ProposalState.CLOSED)
+from authority.states import FINAL_STATES as FINAL_STATES  # the app's vocabulary, next to its models
+from authority.states import ProposalState
 
 
 class ProposalKind(models.TextChoices):

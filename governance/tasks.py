@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from . import webhooks
+from .webhooks import services as webhooks
 
 
 @shared_task(bind=True, name=webhooks.DELIVER_TASK, acks_late=True, max_retries=webhooks.MAX_ATTEMPTS)

@@ -1,37 +1,35 @@
-from django.contrib import admin
-from django.contrib.auth import views as auth_views
-from django.urls import include, path
+"""The governance pages: projects, frames, proposals, the audit log, API tokens, webhooks."""
 
-from . import views, views_tokens
-from .api_site import api, unknown_path
-from .mcp_server import mcp_http
+from django.urls import path
 
-handler500 = "governance.errors.server_error"
+from . import views
+from .proposals import editor_views
+from .proposals import views as proposal_views
+from .tokens import views as token_views
+from .webhooks import views as webhook_views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("projects/<slug:slug>/", views.project_detail, name="project-detail"),
     path("projects/<slug:slug>/frames/diff/", views.frame_diff, name="frame-diff"),
-    path("projects/<slug:slug>/propose/", views.proposal_create, name="proposal-create"),
-    path("projects/<slug:slug>/propose/preview/", views.proposal_preview, name="proposal-preview"),
-    path("projects/<slug:slug>/proposals/", views.proposal_list, name="proposal-list"),
-    path("proposals/<int:pk>/promote/", views.proposal_promote, name="proposal-promote"),
-    path("proposals/<int:pk>/resubmit/", views.proposal_resubmit, name="proposal-resubmit"),
-    path("proposals/<int:pk>/split/", views.proposal_split, name="proposal-split"),
-    path("proposals/<int:pk>/close/", views.proposal_close, name="proposal-close"),
-    path("projects/<slug:slug>/webhooks/", views.project_webhooks, name="project-webhooks"),
-    path("projects/<slug:slug>/rollback/", views.proposal_rollback, name="proposal-rollback"),
+    path("projects/<slug:slug>/propose/", editor_views.proposal_create, name="proposal-create"),
+    path("projects/<slug:slug>/propose/preview/", editor_views.proposal_preview, name="proposal-preview"),
+    path("projects/<slug:slug>/proposals/", proposal_views.proposal_list, name="proposal-list"),
+    path("proposals/<int:pk>/", proposal_views.proposal_detail, name="proposal-detail"),
+    path("proposals/<int:pk>/review/", proposal_views.proposal_review, name="proposal-review"),
+    path("proposals/<int:pk>/comments/", proposal_views.proposal_comment, name="proposal-comment"),
+    path("proposals/<int:pk>/backtest/", proposal_views.proposal_backtest_start, name="proposal-backtest-start"),
+    path(
+        "proposals/<int:pk>/promote/confirm/", proposal_views.proposal_promote_confirm, name="proposal-promote-confirm"
+    ),
+    path("proposals/<int:pk>/promote/", proposal_views.proposal_promote, name="proposal-promote"),
+    path("proposals/<int:pk>/resubmit/", proposal_views.proposal_resubmit, name="proposal-resubmit"),
+    path("proposals/<int:pk>/split/", proposal_views.proposal_split, name="proposal-split"),
+    path("proposals/<int:pk>/close/", proposal_views.proposal_close, name="proposal-close"),
+    path("projects/<slug:slug>/webhooks/", webhook_views.project_webhooks, name="project-webhooks"),
+    path("projects/<slug:slug>/rollback/", editor_views.proposal_rollback, name="proposal-rollback"),
     path("audit/", views.audit_log, name="audit-log"),
-    path("settings/tokens/", views_tokens.token_list, name="api-tokens"),
-    path("settings/tokens/new/", views_tokens.token_create, name="api-token-create"),
-    path("settings/tokens/<int:pk>/revoke/", views_tokens.token_revoke, name="api-token-revoke"),
-    path("api/v1/", api.urls),
-    path("api/v1/<path:rest>", unknown_path),
-    path("mcp", mcp_http, name="mcp"),
-    path("mcp/", mcp_http),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("admin/", admin.site.urls),
-    path("", include("selection.urls")),
-    path("", include("backtest.urls")),
+    path("settings/tokens/", token_views.token_list, name="api-tokens"),
+    path("settings/tokens/new/", token_views.token_create, name="api-token-create"),
+    path("settings/tokens/<int:pk>/revoke/", token_views.token_revoke, name="api-token-revoke"),
 ]

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--json", dest="out")
     args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("FG_TEST_DATABASE_NAME", "test_fg_measure_api")
 os.environ.setdefault("FG_QUIET_EMBEDDED", "1")
 
@@ -51,7 +51,7 @@ def measure(runs: int, repeat: bool) -> None:
     from django.test import Client
 
     from authority.models import RoleGrant
-    from governance import tokens
+    from governance.tokens import services as tokens
     from selection.memory.importing import corpus_import
     from selection.models import Project, Task
 

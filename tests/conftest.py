@@ -56,7 +56,7 @@ def pytest_sessionfinish(session, exitstatus):
     parallel run the controller started them and stops them, after its workers have finished."""
     if hasattr(session.config, "workerinput"):
         return
-    from governance import embedded
+    from config import embedded
 
     if "redis" in embedded.started_here:
         embedded.stop_redis()

@@ -46,7 +46,7 @@ def _own_broker(index: int) -> None:
     workers' databases) never meet."""
     from django.conf import settings
 
-    from governance.celery import app
+    from config.celery import app
 
     if not settings.CELERY_BROKER_URL.startswith("redis"):
         queue = f"{settings.CELERY_TASK_DEFAULT_QUEUE}-gw{index}"
@@ -69,7 +69,7 @@ def _reconnect_celery() -> None:
     that an `alone` test restarted (Celery builds new ones on next use, as in a forked child)."""
     from kombu import pools
 
-    from governance.celery import app
+    from config.celery import app
 
     pools.reset()
     app._pool = None

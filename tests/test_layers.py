@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("authority", "selection", "governance", "backtest", "bench")
+APPS = ("config", "rules", "authority", "selection", "governance", "backtest", "bench")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
@@ -36,11 +36,11 @@ def test_an_upward_import_breaks_the_layers_contract(tmp_path):
         shutil.copytree(ROOT / app, tmp_path / app, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     services = tmp_path / "selection" / "serving" / "selections.py"
-    services.write_text(services.read_text() + "\nfrom backtest import gates  # upward\n")
+    services.write_text(services.read_text() + "\nfrom backtest import models  # upward\n")
     result = _run_lint(tmp_path)
     assert result.returncode == 1
     assert "selection is not allowed to import backtest" in result.stdout
-    assert "selection.serving.selections -> backtest.gates" in result.stdout
+    assert "selection.serving.selections -> backtest.models" in result.stdout
 
 
 def _sources():

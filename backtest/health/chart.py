@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
-from ..gates import fmt
+from rules.gate_verdict import fmt
 
 WIDTH, HEIGHT = 420, 200
 LEFT, RIGHT, TOP, BOTTOM = 56, 14, 16, 36

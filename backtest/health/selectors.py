@@ -6,12 +6,12 @@ Reading needs any role in the project (authority.access.access_read), checked he
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from authority import access
-from governance.health import HealthAlert
+from rules.gate_verdict import PRIMARY_GATE, fmt
 from selection.models import Project
 
-from ..gates import PRIMARY_GATE, fmt
 from ..models import FrameHealth
 from . import chart
 
@@ -161,51 +161,60 @@ def _alert_of(latest: FrameHealth, rows: list[FrameHealth]) -> HealthAlert | Non
     )
 
 
-class _Health:
-    """governance.health's source: the project page's panel and the inboxes' alerts."""
+@dataclass(frozen=True)
+class HealthAlert:
+    """A project whose promoted frame fails a declared gate at its latest reading."""
 
-    def panel(self, *, project, user) -> HealthPanel:
-        rows = health_history(project=project, user=user)
-        for row in rows:
-            row.project = project
-        panel = panel_of(rows, project=project)
-        caps = access.capabilities(user, project)
-        can = caps.can_propose or caps.can_review
-        return replace(panel, can_request=can)
+    project_id: int
+    project_slug: str
+    frame_version: int
+    since: datetime  # the reading that first failed, of this run of failing readings
+    failing: tuple[str, ...]  # "precision max_drop", ...
+    summary: str
 
-    def alerts(self, *, project_ids) -> list[HealthAlert]:
-        latest = (
-            FrameHealth.objects.filter(project_id__in=list(project_ids))
-            .order_by("project_id", "-created_at", "-id")
-            .distinct("project_id")
-            .select_related("project", "frame_version")
-            .defer("per_task")
-        )
-        alerts = []
-        failing_now = [row for row in latest if not row.passed]
-        if not failing_now:
-            return alerts
-        # when each run of failing readings began: the latest alert of each project
-        began = {}
-        for project_id, at in (
-            FrameHealth.objects.filter(project_id__in=[r.project_id for r in failing_now], transition="alert")
-            .order_by("project_id", "-created_at", "-id")
-            .distinct("project_id")
-            .values_list("project_id", "created_at")
-        ):
-            began[project_id] = at
-        for row in failing_now:
-            alerts.append(
-                HealthAlert(
-                    project_id=row.project_id,
-                    project_slug=row.project.slug,
-                    frame_version=row.frame_version.number,
-                    since=began.get(row.project_id, row.created_at),
-                    failing=tuple(g["key"] for g in row.gate_results if not g["passed"]),
-                    summary="; ".join(g["reason"] for g in row.gate_results if not g["passed"]),
-                )
+
+def health_panel(*, project, user) -> HealthPanel:
+    """What the project page shows of its promoted frame's health; checks that `user` may read it."""
+    rows = health_history(project=project, user=user)
+    for row in rows:
+        row.project = project
+    panel = panel_of(rows, project=project)
+    caps = access.capabilities(user, project)
+    can = caps.can_propose or caps.can_review
+    return replace(panel, can_request=can)
+
+def health_alerts(*, project_ids) -> list[HealthAlert]:
+    """The projects among `project_ids` whose promoted frame fails a gate now (a fixed number of queries)."""
+    latest = (
+        FrameHealth.objects.filter(project_id__in=list(project_ids))
+        .order_by("project_id", "-created_at", "-id")
+        .distinct("project_id")
+        .select_related("project", "frame_version")
+        .defer("per_task")
+    )
+    alerts = []
+    failing_now = [row for row in latest if not row.passed]
+    if not failing_now:
+        return alerts
+    # when each run of failing readings began: the latest alert of each project
+    began = {}
+    for project_id, at in (
+        FrameHealth.objects.filter(project_id__in=[r.project_id for r in failing_now], transition="alert")
+        .order_by("project_id", "-created_at", "-id")
+        .distinct("project_id")
+        .values_list("project_id", "created_at")
+    ):
+        began[project_id] = at
+    for row in failing_now:
+        alerts.append(
+            HealthAlert(
+                project_id=row.project_id,
+                project_slug=row.project.slug,
+                frame_version=row.frame_version.number,
+                since=began.get(row.project_id, row.created_at),
+                failing=tuple(g["key"] for g in row.gate_results if not g["passed"]),
+                summary="; ".join(g["reason"] for g in row.gate_results if not g["passed"]),
             )
-        return sorted(alerts, key=lambda a: a.project_slug)
+        )
+    return sorted(alerts, key=lambda a: a.project_slug)
 
-
-HEALTH = _Health()

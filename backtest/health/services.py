@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -23,7 +24,7 @@ from django.utils import timezone
 from authority import access
 from authority.audit import audit_record, register_audit_listener
 from authority.selectors import current_frame_version
-from governance.celery import app as celery_app
+from rules import health_judgement as judge
 from selection.engine.gates import Gates
 from selection.engine.metrics import score_bundle
 from selection.engine.pipeline import ENGINE_VERSION
@@ -35,7 +36,6 @@ from selection.serving.framing import FramingError, task_work_frame
 from selection.serving.selections import SelectionError, replay_task
 
 from ..models import FrameHealth, HealthTransition, HealthTrigger
-from . import judge
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def health_enqueue(*, project_id: int, trigger: str, key: str, requested_by_id: 
     """Queue a reading once the current transaction commits (at once outside one)."""
 
     def send() -> None:
-        celery_app.send_task(HEALTH_TASK, args=(project_id, trigger, key, requested_by_id))
+        current_app.send_task(HEALTH_TASK, args=(project_id, trigger, key, requested_by_id))
 
     transaction.on_commit(send, robust=True)
 

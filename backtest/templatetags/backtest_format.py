@@ -1,8 +1,8 @@
-"""Numbers as the backtest pages and the CLI print them (backtest.gates.fmt and signed)."""
+"""Numbers as the backtest pages and the CLI print them (rules.gate_verdict.fmt and signed)."""
 
 from django import template
 
-from backtest import gates
+from rules import gate_verdict as gates
 
 register = template.Library()
 

@@ -12,11 +12,12 @@ import time
 from django.db import connections
 
 from authority.models import FrameVersion
-from backtest import services as backtest_services
 from backtest.models import Backtest, BacktestStatus, TaskReplay
-from backtest.taskset import task_set_digest
+from backtest.replay import dispatch
+from backtest.replay import services as replay_services
 from bench.database import StoredBench
 from selection.engine.pipeline import ENGINE_VERSION
+from selection.evaluation.task_sets import task_set_digest
 from selection.models import Task
 
 
@@ -26,7 +27,7 @@ def _replay_worker(backtest_id: int, chunks: list, reuse: bool, ready, go, resul
     begun = time.perf_counter()
     replays = 0
     for chunk in chunks:
-        backtest_services.replay_many(backtest_id=backtest_id, pairs=chunk, reuse_baseline=reuse)
+        replay_services.replay_many(backtest_id=backtest_id, pairs=chunk, reuse_baseline=reuse)
         replays += len(chunk)
     results.put((replays, time.perf_counter() - begun))
     connections.close_all()
@@ -35,7 +36,7 @@ def _replay_worker(backtest_id: int, chunks: list, reuse: bool, ready, go, resul
 def time_backtest(stored: StoredBench, workers: int, *, reuse: bool = False) -> dict:
     """Replays of every (task, side) of the stored first project, its chunks spread over `workers`
     processes. `reuse` False (the throughput figure) selects every baseline pair again; True lets
-    baseline pairs name an earlier backtest's replay with the same inputs (backtest.reuse), as a
+    baseline pairs name an earlier backtest's replay with the same inputs (backtest.replay.reuse), as a
     second proposal's backtest against the same baseline does."""
     project = stored.project
     tasks = list(Task.objects.filter(project=project).order_by("position", "id"))
@@ -48,8 +49,8 @@ def time_backtest(stored: StoredBench, workers: int, *, reuse: bool = False) -> 
         engine_version=ENGINE_VERSION, gates={}, status=BacktestStatus.QUEUED,
     )
     # a worker that has run a while: index built, queries embedded, rows cached (inherited by fork)
-    backtest_services.backtest_warm(backtest_id=backtest.pk)
-    chunks = backtest_services.replay_chunks(backtest)
+    replay_services.backtest_warm(backtest_id=backtest.pk)
+    chunks = dispatch.replay_chunks(backtest)
     connections.close_all()
     context = multiprocessing.get_context("fork")
     ready, go = context.Barrier(workers + 1), context.Barrier(workers + 1)

@@ -15,10 +15,9 @@ from typing import Any
 
 from django import forms
 
+from rules.frame_patch import FrameIssue, frame_issues
 from selection.corpus.frames import ADMISSION_KEYS
 from selection.engine.types import ADMISSION_RULES, DEFAULT_ADMISSION, AdmissionPolicy
-
-from ..frames import FrameIssue, frame_issues
 
 RULE = "admission_rule"
 REMOVE = "admission_remove"

@@ -1,6 +1,6 @@
 """The structured frame editor: it edits a copy of the current frame and yields the merge patch.
 
-The form never validates the frame itself: governance.frames does, in proposal_submit, and the
+The form never validates the frame itself: rules.frame_patch does, in proposal_submit, and the
 view puts each issue next to the field it names (ProposeForm.add_issues). The one exception is the
 stop rule (admission.py): the form checks its numbers with that same corpus parser as it cleans, so
 the live preview names a bad value before a submit does.
@@ -9,61 +9,19 @@ the live preview names a bad value before a submit does.
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from django import forms
 
+from rules.frame_patch import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch
 from selection.corpus.frames import listed_classes
-from selection.corpus.limits import MAX_DEPTH, MAX_PATCH_BYTES
 from selection.corpus.places import IDENTIFIER
 
-from ..frames import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch, patch_issues
 from . import admission
+from .editor_text import joined, lines, number, parse_patch, work_type_entry
 
 BLANK_LIMIT_ROWS = 2
 LINES_HELP = "one per line, in order"
-
-
-def _lines(text: str) -> list[str]:
-    return [line.strip() for line in (text or "").splitlines() if line.strip()]
-
-
-def _joined(values) -> str:
-    return "\n".join(str(v) for v in values or ())
-
-
-def _number(value: float | None) -> int | float | None:
-    if value is None:
-        return None
-    return int(value) if float(value).is_integer() else value
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def parse_patch(text: str) -> dict:
-    """A JSON Merge Patch typed by a person: bounded in size and depth, finite numbers only."""
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_PATCH_BYTES:
-        raise forms.ValidationError(
-            f"the patch is {size} bytes; a patch may hold at most {MAX_PATCH_BYTES}"
-        )
-    try:
-        value = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as error:
-        raise forms.ValidationError(f"not valid JSON: {error}") from error
-    except RecursionError:
-        raise forms.ValidationError(f"nests deeper than {MAX_DEPTH} levels") from None
-    except ValueError as error:
-        raise forms.ValidationError(f"not valid JSON: {error}") from error
-    if not isinstance(value, dict):
-        raise forms.ValidationError("a JSON Merge Patch here must be an object of frame keys")
-    issues = patch_issues(value)
-    if issues:
-        raise forms.ValidationError([str(issue) for issue in issues])
-    return value
 
 
 class ProposeForm(forms.Form):
@@ -145,12 +103,12 @@ class ProposeForm(forms.Form):
         gates = base.get("gates") or {}
         self.initial.update(
             purpose=base.get("purpose", ""),
-            objectives=_joined(base.get("objectives")),
-            constraints=_joined(base.get("constraints")),
+            objectives=joined(base.get("objectives")),
+            constraints=joined(base.get("constraints")),
             scope=list(base.get("scope") or []),
-            default_classes=_joined(base.get("default_classes")),
+            default_classes=joined(base.get("default_classes")),
             class_pull=base.get("class_pull"),
-            open_loop_work_types=_joined(base.get("open_loop_work_types")),
+            open_loop_work_types=joined(base.get("open_loop_work_types")),
             gate_primary=gates.get("primary", ""),
             gate_min_improvement=gates.get("min_improvement"),
             gate_require_interval=gates.get("require_interval") is True,
@@ -167,7 +125,7 @@ class ProposeForm(forms.Form):
                 required=False, label="remove this work type"
             )
             entry = base["work_types"][name]
-            self.initial[f"wt__{name}"] = _joined(listed_classes(entry))
+            self.initial[f"wt__{name}"] = joined(listed_classes(entry))
             # description and cues: the corpus format 1.1 long form, offered for every work type
             self.fields[f"wt_desc__{name}"] = forms.CharField(
                 widget=forms.Textarea(attrs={"rows": 2}),
@@ -182,7 +140,7 @@ class ProposeForm(forms.Form):
             )
             if isinstance(entry, dict):
                 self.initial[f"wt_desc__{name}"] = entry.get("description", "")
-                self.initial[f"wt_cues__{name}"] = _joined(entry.get("cues"))
+                self.initial[f"wt_cues__{name}"] = joined(entry.get("cues"))
         limits = gates.get("limits") if isinstance(gates.get("limits"), list) else []
         self.limit_rows = len(limits) + BLANK_LIMIT_ROWS
         metric_choices = [("", "—")] + [(m, m) for m in METRICS]
@@ -280,7 +238,7 @@ class ProposeForm(forms.Form):
         for name in fields:
             # a malformed name ("Decision") is the frame validator's to explain, next to this field
             unknown = [
-                c for c in _lines(data.get(name, "")) if c not in self.known_classes and IDENTIFIER.fullmatch(c)
+                c for c in lines(data.get(name, "")) if c not in self.known_classes and IDENTIFIER.fullmatch(c)
             ]
             if unknown:
                 self.add_error(
@@ -302,7 +260,7 @@ class ProposeForm(forms.Form):
         frame = copy.deepcopy(self.base)
         self._set(frame, "purpose", data["purpose"], not data["purpose"])
         for key in ("objectives", "constraints", "default_classes", "open_loop_work_types"):
-            values = _lines(data[key])
+            values = lines(data[key])
             self._set(frame, key, values, not values)
         before = list(self.base.get("scope") or [])
         chosen = set(data["scope"])
@@ -317,18 +275,18 @@ class ProposeForm(forms.Form):
             if data.get(f"wt_remove__{name}"):
                 work_types.pop(name, None)
             else:
-                work_types[name] = _work_type_entry(
+                work_types[name] = work_type_entry(
                     work_types.get(name),
-                    _lines(data.get(f"wt__{name}", "")),
+                    lines(data.get(f"wt__{name}", "")),
                     (data.get(f"wt_desc__{name}") or "").strip(),
-                    _lines(data.get(f"wt_cues__{name}", "")),
+                    lines(data.get(f"wt_cues__{name}", "")),
                 )
         if data["new_wt_name"]:
-            work_types[data["new_wt_name"]] = _work_type_entry(
+            work_types[data["new_wt_name"]] = work_type_entry(
                 None,
-                _lines(data["new_wt_classes"]),
+                lines(data["new_wt_classes"]),
                 (data.get("new_wt_description") or "").strip(),
-                _lines(data.get("new_wt_cues", "")),
+                lines(data.get("new_wt_cues", "")),
             )
         self._set(frame, "work_types", work_types, not work_types)
 
@@ -338,7 +296,7 @@ class ProposeForm(forms.Form):
         else:
             gates.pop("primary", None)
         if data["gate_min_improvement"] is not None:
-            gates["min_improvement"] = _number(data["gate_min_improvement"])
+            gates["min_improvement"] = number(data["gate_min_improvement"])
         else:
             gates.pop("min_improvement", None)
         if data.get("gate_require_interval"):
@@ -363,7 +321,7 @@ class ProposeForm(forms.Form):
             limit["metric"] = metric
             for bound in LIMIT_BOUNDS:
                 if data.get(f"limit_{row}_{bound}") is not None:
-                    limit[bound] = _number(data[f"limit_{row}_{bound}"])
+                    limit[bound] = number(data[f"limit_{row}_{bound}"])
             limits.append(limit)
             self._limit_index_to_row.append(row)
         if limits or "limits" in gates:
@@ -416,16 +374,3 @@ class ProposeForm(forms.Form):
         return "raw_patch" if self.cleaned_data.get("raw_patch") else None
 
 
-def _work_type_entry(base: Any, classes: list[str], description: str, cues: list[str]) -> Any:
-    """A work type as the editor writes it back: the short form (a class list) unless it was
-    written in the long form or now has a description or cues; the long form keeps its x- keys."""
-    if not isinstance(base, dict) and not description and not cues:
-        return classes
-    kept = base if isinstance(base, dict) else {}
-    entry = {k: copy.deepcopy(v) for k, v in kept.items() if k.startswith("x-")}
-    entry["classes"] = classes
-    if description:
-        entry["description"] = description
-    if cues:
-        entry["cues"] = cues
-    return entry

@@ -20,7 +20,7 @@ class GateSpecError(ValueError):
 
 @dataclass(frozen=True)
 class Gate(Serialisable):
-    """One limit on a metric; each bound set is judged on its own (see backtest.gates)."""
+    """One limit on a metric; each bound set is judged on its own (see rules.gate_verdict)."""
 
     metric: str
     max_drop: float | None = None

@@ -31,7 +31,7 @@ def people(sift_users, django_user_model):  # noqa: F811
 @pytest.fixture
 def token_for():
     """A live token's secret for `user`: `role` in the project with slug `project`, or read only."""
-    from governance import tokens
+    from governance.tokens import services as tokens
     from selection.models import Project
 
     def make(user, project: str | None = None, role: str | None = None, days: int = 30) -> str:

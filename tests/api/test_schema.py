@@ -105,7 +105,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(people, toke
     from django.core import signals
     from django.db import close_old_connections
 
-    from governance.wsgi import application
+    from config.wsgi import application
 
     token = token_for(people["lead"], "sift", "lead")
     # as Django's test client does: requests must not close the test's connection (its transaction)

@@ -99,7 +99,7 @@ def celery_worker_process(django_db_setup, tmp_path_factory):
     from django.conf import settings
     from django.db import connection
 
-    from governance.celery import app
+    from config.celery import app
 
     queue = settings.CELERY_TASK_DEFAULT_QUEUE
     hostname = f"fg-tests-{uuid.uuid4().hex[:8]}@localhost"

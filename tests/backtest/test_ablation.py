@@ -18,12 +18,16 @@ from django.urls import reverse
 
 from authority.access import AccessDenied
 from authority.models import AuditEntry, RoleGrant
-from backtest import ablation, services
-from backtest.management.commands.backtest import backtest_document
+from backtest import judging, services
 from backtest.models import AblationReplay, Backtest, TaskReplay
-from governance import frames
-from governance.services import ProposalInvalid, proposal_split, proposal_submit
-from governance.tokens import token_create
+from backtest.replay import dispatch
+from backtest.replay import services as replays
+from governance.management.commands.backtest import backtest_document
+from governance.proposals.errors import ProposalInvalid
+from governance.proposals.services import proposal_split, proposal_submit
+from governance.tokens.services import token_create
+from rules import ablation
+from rules import frame_patch as frames
 from selection.models import Project
 
 WITHOUT_DESIGN_NOTES = ["design_principle", "baseline_measurement", "experiment_result", "eval_protocol"]
@@ -96,7 +100,7 @@ def test_a_part_that_adds_nothing_but_costs_a_gated_metric_is_flagged_within_its
 def lead(sift, sift_users):
     """sift's lead, also a lead of quill (only someone with a role there may widen sift's scope to
     it), with sift's current frame the one without design notes in design review, no class pull
-    and no admission stop rule (with pool widening and tier caps, the stop rule's frame leaves
+    and no admission stop rule (with the pool widening and tier caps, the stop rule's frame leaves
     no recall for a wider class pull to add: without them the pull adds +0.050 recall at −0.017
     precision, inside the gate)."""
     from authority.selectors import current_frame_version
@@ -119,9 +123,9 @@ def lead(sift, sift_users):
 
 def run_inline(backtest: Backtest):
     for task_id in backtest.task_ids:
-        for side in services.replay_sides(backtest):
-            services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
-    return services.backtest_finish(backtest_id=backtest.pk)
+        for side in dispatch.replay_sides(backtest):
+            replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+    return judging.backtest_finish(backtest_id=backtest.pk)
 
 
 @pytest.mark.django_db
@@ -132,7 +136,7 @@ def test_the_ablation_flags_the_scope_widening_and_the_split_backtests_apart(
         mixed = proposal_submit(project=sift, author=lead, title="Pull five, quill in scope", patch=MIXED)
     backtest = services.backtest_enqueue(proposal=mixed, requested_by=lead)
     assert backtest.ablation == {"parts": ["class_pull", "scope"], "variants": [["class_pull"], ["scope"]], "note": ""}
-    assert services.replay_sides(backtest) == ["baseline", "candidate", "ablation-0", "ablation-1"]
+    assert dispatch.replay_sides(backtest) == ["baseline", "candidate", "ablation-0", "ablation-1"]
     decision = run_inline(backtest)
     assert TaskReplay.objects.filter(backtest=backtest).count() == 20
     assert AblationReplay.objects.filter(backtest=backtest).count() == 20
@@ -148,7 +152,7 @@ def test_the_ablation_flags_the_scope_widening_and_the_split_backtests_apart(
     assert by["class_pull"]["alone"]["must_include_recall"] > 0
     assert by["class_pull"]["alone_passed"] and not by["scope"]["alone_passed"]
     # replaying a variant again writes nothing
-    again = services.replay_one(backtest_id=backtest.pk, task_id=backtest.task_ids[0], side="ablation-1")
+    again = replays.replay_one(backtest_id=backtest.pk, task_id=backtest.task_ids[0], side="ablation-1")
     assert AblationReplay.objects.filter(backtest=backtest).count() == 20 and again.variant == 1
     # the --json document
     document = backtest_document(Backtest.objects.get(pk=backtest.pk))

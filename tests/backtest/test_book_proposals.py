@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from backtest import services
+from backtest import judging, services
+from backtest.replay import dispatch
+from backtest.replay import services as replays
 from governance.models import Proposal
 
 BOOK = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "book-ch10"
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.skipif(not (BOOK / "proposals.yaml").exists(), reason="
 # The class pull fills a class by relevance and C5 pulls support/refute neighbours and open loops,
 # so widening the pull costs recall (-0.046; the relevant units of each class are already pulled
 # at 3, the next two are filler that outranks required evidence), and the combination lands on
-# the book's own -0.046. docs/results.md has the book's ladder.
+# the book's own -0.046.
 PINNED = {
     "v2-prose-earlier": (False, -0.046, {"must_include_recall"}),
     "v2-contract-in-implementation": (True, 0.037, set()),
@@ -63,9 +65,9 @@ def test_the_books_four_proposals_decide_as_pinned(book):
         proposal = Proposal.objects.select_related("project", "frame_version").get(uid=uid)
         backtest = services.backtest_enqueue(proposal=proposal, requested_by=None)
         for task_id in backtest.task_ids:
-            for side in services.replay_sides(backtest):
-                services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
-        decision = services.backtest_finish(backtest_id=backtest.pk)
+            for side in dispatch.replay_sides(backtest):
+                replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+        decision = judging.backtest_finish(backtest_id=backtest.pk)
         primary = decision.gate_results[0]
         failed = {g["metric"] for g in decision.gate_results if not g["passed"]}
         found[uid] = (decision.passed, round(primary["delta"], 3), failed)

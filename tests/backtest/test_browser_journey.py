@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from governance.models import Proposal, ProposalState
+from authority.states import ProposalState
+from governance.models import Proposal
 from tests.browser import css, wait_for
 
 from .conftest import proposal as imported_proposal

@@ -1,7 +1,7 @@
 """Replays in chunks: a Celery task replays many (task, side) pairs and writes them in
 one transaction, each pair once however often its chunk is delivered; a later backtest against
-the same baseline reuses the baseline replays; the traces written so read, diff and verify
-like any other. Inline on the real PostgreSQL (the worker's own run is in test_worker.py)."""
+the same baseline reuses the baseline replays; the traces written so read, diff and verify as
+before. Inline on the real PostgreSQL (the worker's own run is in test_worker.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from backtest import services
+from backtest import judging, services
+from backtest import selectors as backtest_selectors
 from backtest.models import AblationReplay, Backtest, BacktestStatus, TaskReplay
+from backtest.replay import dispatch
+from backtest.replay import services as replays
 from selection.engine.serialisation import to_jsonable
 from selection.memory import store
 from selection.models import MemoryUnit, Trace, TraceCandidate
@@ -27,12 +30,12 @@ pytestmark = pytest.mark.django_db
 
 
 def every_pair(backtest: Backtest) -> list[tuple[int, str]]:
-    return [(t, side) for t in backtest.task_ids for side in services.replay_sides(backtest)]
+    return [(t, side) for t in backtest.task_ids for side in dispatch.replay_sides(backtest)]
 
 
 def run_in_chunks(backtest: Backtest, **kwargs) -> None:
-    for chunk in services.replay_chunks(backtest):
-        services.replay_many(backtest_id=backtest.pk, pairs=chunk, **kwargs)
+    for chunk in dispatch.replay_chunks(backtest):
+        replays.replay_many(backtest_id=backtest.pk, pairs=chunk, **kwargs)
 
 
 def rows_of(backtest: Backtest) -> dict[tuple[int, str], dict]:
@@ -45,7 +48,7 @@ def rows_of(backtest: Backtest) -> dict[tuple[int, str], dict]:
 
 
 def decision_of(backtest: Backtest) -> dict:
-    decision = services.backtest_finish(backtest_id=backtest.pk)
+    decision = judging.backtest_finish(backtest_id=backtest.pk)
     return {
         "passed": decision.passed,
         "gates": decision.gate_results,
@@ -58,15 +61,15 @@ def decision_of(backtest: Backtest) -> dict:
 
 def test_the_chunks_cover_every_pair_once_and_spread_a_small_backtest(sift, settings):
     backtest = services.backtest_enqueue(proposal=proposal("all-three"), requested_by=None)
-    sides = services.replay_sides(backtest)
+    sides = dispatch.replay_sides(backtest)
     assert len(sides) > 2  # all-three is ablated: its variants are sides too
-    chunks = services.replay_chunks(backtest)
+    chunks = dispatch.replay_chunks(backtest)
     flat = [pair for chunk in chunks for pair in chunk]
     assert sorted(flat) == sorted(every_pair(backtest)) and len(set(flat)) == len(flat)
     assert len(chunks) >= settings.FG_BACKTEST_MIN_CHUNKS
     assert max(len(c) for c in chunks) <= settings.FG_BACKTEST_CHUNK
     settings.FG_BACKTEST_CHUNK, settings.FG_BACKTEST_MIN_CHUNKS = 3, 1
-    assert [len(c) for c in services.replay_chunks(backtest)][:2] == [3, 3]
+    assert [len(c) for c in dispatch.replay_chunks(backtest)][:2] == [3, 3]
 
 
 def test_a_chunk_writes_its_pairs_in_one_transaction_and_a_redelivery_writes_nothing(sift):
@@ -74,7 +77,7 @@ def test_a_chunk_writes_its_pairs_in_one_transaction_and_a_redelivery_writes_not
     chunk = every_pair(backtest)[:9]  # three tasks on every side, the ablation variants included
     traces = Trace.objects.count()
     with CaptureQueriesContext(connection) as queries:
-        rows = services.replay_many(backtest_id=backtest.pk, pairs=chunk)
+        rows = replays.replay_many(backtest_id=backtest.pk, pairs=chunk)
     assert [(r.task_id, r.side if isinstance(r, TaskReplay) else f"ablation-{r.variant}") for r in rows] == chunk
     inserted = [q["sql"].split('"')[1] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
     # one insert of the trace headers, one per kind of replay row (the candidates go by COPY)
@@ -87,11 +90,11 @@ def test_a_chunk_writes_its_pairs_in_one_transaction_and_a_redelivery_writes_not
 
     # the same chunk delivered again (acks_late), and a chunk overlapping it: nothing twice
     with CaptureQueriesContext(connection) as queries:
-        again = services.replay_many(backtest_id=backtest.pk, pairs=chunk)
+        again = replays.replay_many(backtest_id=backtest.pk, pairs=chunk)
     assert [r.pk for r in again] == [r.pk for r in rows]
     assert not [q for q in queries.captured_queries if q["sql"].startswith(("INSERT", "UPDATE", "COPY"))]
     overlapping = every_pair(backtest)[6:12]
-    services.replay_many(backtest_id=backtest.pk, pairs=overlapping)
+    replays.replay_many(backtest_id=backtest.pk, pairs=overlapping)
     assert TaskReplay.objects.filter(backtest=backtest).count() == len(
         [p for p in every_pair(backtest)[:12] if p[1] in ("baseline", "candidate")]
     )
@@ -110,19 +113,19 @@ def test_a_chunk_that_fails_in_its_write_is_retried_and_writes_each_pair_once(si
         host=settings["HOST"] or None, port=settings["PORT"] or None, autocommit=True,
     )  # fmt: skip
     try:
-        blocker.execute("SELECT pg_advisory_lock(%s, %s)", [services.REPLAY_LOCK_CLASS, backtest.pk])
+        blocker.execute("SELECT pg_advisory_lock(%s, %s)", [replays.REPLAY_LOCK_CLASS, backtest.pk])
         with connection.cursor() as cursor:
             cursor.execute("SET lock_timeout = '300ms'")
         with pytest.raises(OperationalError):
-            services.replay_many(backtest_id=backtest.pk, pairs=chunk)
+            replays.replay_many(backtest_id=backtest.pk, pairs=chunk)
         assert Trace.objects.count() == traces
         assert not TaskReplay.objects.filter(backtest=backtest).exists()
     finally:
         blocker.close()
         with connection.cursor() as cursor:
             cursor.execute("SET lock_timeout = 0")
-    rows = services.replay_many(backtest_id=backtest.pk, pairs=chunk)
-    assert len(rows) == len(chunk) == services.replays_done(Backtest.objects.get(pk=backtest.pk))
+    rows = replays.replay_many(backtest_id=backtest.pk, pairs=chunk)
+    assert len(rows) == len(chunk) == dispatch.replays_done(Backtest.objects.get(pk=backtest.pk))
     traced = [p for p in chunk if p[1] in ("baseline", "candidate")]
     assert TaskReplay.objects.filter(backtest=backtest).count() == len(traced)
     assert Trace.objects.count() == traces + len(traced)
@@ -131,10 +134,10 @@ def test_a_chunk_that_fails_in_its_write_is_retried_and_writes_each_pair_once(si
 def test_a_chunked_backtest_judges_as_one_replay_at_a_time_does(sift):
     one_by_one = services.backtest_enqueue(proposal=proposal("all-three"), requested_by=None)
     for task_id, side in every_pair(one_by_one):
-        services.replay_many(backtest_id=one_by_one.pk, pairs=[(task_id, side)], reuse_baseline=False)
+        replays.replay_many(backtest_id=one_by_one.pk, pairs=[(task_id, side)], reuse_baseline=False)
     chunked = services.backtest_enqueue(proposal=proposal("all-three"), requested_by=None)
     run_in_chunks(chunked, reuse_baseline=False)
-    assert services.replays_done(chunked) == services.replays_expected(chunked) - len(chunked.shadow.get("traces", []))
+    assert dispatch.replays_done(chunked) == dispatch.replays_expected(chunked) - len(chunked.shadow.get("traces", []))
     assert decision_of(chunked) == decision_of(one_by_one)
     assert rows_of(chunked) == rows_of(one_by_one)
     assert not verify_chain(sift).broken
@@ -160,7 +163,7 @@ def test_a_later_backtest_reuses_the_baseline_replays_and_judges_the_same(sift):
     assert rows_of(second) == rows_of(full)
     assert decision_of(second) == decision_of(full)
     # the reused trace's page links back to the backtest that made it
-    assert services.selectors.trace_origin(Trace.objects.get(pk=next(iter(reused.values())))).label.startswith(
+    assert backtest_selectors.trace_origin(Trace.objects.get(pk=next(iter(reused.values())))).label.startswith(
         f"backtest #{first.pk} "
     )
 
@@ -183,12 +186,12 @@ def test_a_changed_corpus_replays_the_baseline_again(sift, sift_users):
 
 def test_a_chunk_written_trace_reads_back_renders_and_digests_as_before(sift, client, sift_users):
     backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
-    replay = services.replay_many(backtest_id=backtest.pk, pairs=every_pair(backtest)[:2])[1]
+    replay = replays.replay_many(backtest_id=backtest.pk, pairs=every_pair(backtest)[:2])[1]
     trace = replay.trace
     # the stored trace is the selection, field for field: the same selection run again equals it
-    context = services._task_context(replay.task_id)
+    context = replays._task_context(replay.task_id)
     _number, frame = store.frame_of_version(backtest.candidate_version_id)
-    again, _index = services._select(context, frame, "C6", store.corpus_index(context.task.corpus_id))
+    again, _index = replays._select(context, frame, "C6", store.corpus_index(context.task.corpus_id))
     stored = store.trace_result(trace)
     assert to_jsonable(stored.trace) == to_jsonable(again.trace)
     assert stored.bundle.digest == again.bundle.digest

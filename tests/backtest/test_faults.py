@@ -32,7 +32,7 @@ VISIBILITY_TIMEOUT = 8
 def start_worker(queue: str, log_path) -> tuple[subprocess.Popen, str]:
     from django.db import connection
 
-    from governance.celery import app
+    from config.celery import app
 
     hostname = f"fg-fault-{uuid.uuid4().hex[:8]}@localhost"
     env = {
@@ -71,7 +71,7 @@ def stop(worker: subprocess.Popen) -> None:
 
 
 def test_a_worker_killed_mid_backtest_loses_nothing(sift, tmp_path):
-    from governance.celery import app
+    from config.celery import app
 
     queue = f"fg-fault-{uuid.uuid4().hex[:8]}"
     default_queue = app.conf.task_default_queue
@@ -115,8 +115,8 @@ def test_a_broker_restarted_mid_backtest_loses_nothing_or_fails_visibly_and_reru
     """Stop the embedded redis in the middle of a backtest and start it again (it keeps nothing:
     no snapshot, no append-only file). Either the backtest still finishes with exactly one replay
     per task and side, or it is marked failed with its reason and a lead's re-run finishes so."""
-    from governance import embedded
-    from governance.celery import app
+    from config import embedded
+    from config.celery import app
 
     settings.FG_BACKTEST_STALE_SECONDS = STALE_SECONDS
     queue = f"fg-fault-{uuid.uuid4().hex[:8]}"

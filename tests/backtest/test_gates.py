@@ -1,10 +1,10 @@
-"""backtest.gates without a database: the book's four decisions, each bound, the reasons."""
+"""rules.gate_verdict without a database: the book's four decisions, each bound, the reasons."""
 
 from __future__ import annotations
 
 import pytest
 
-from backtest.gates import GateSpecError, decide, gate_metrics
+from rules.gate_verdict import GateSpecError, decide, gate_metrics
 from selection.corpus.frames import check_frame
 from selection.corpus.places import Place, Report
 from selection.engine.gates import Gates

@@ -8,10 +8,10 @@ from django.urls import reverse
 
 from authority.models import AuditEntry
 from authority.services import frame_version_create, promotion_create
-from backtest.health import judge
 from backtest.health import services as health
 from backtest.models import FrameHealth
 from governance.inbox import inbox_for
+from rules import health_judgement as judge
 from selection.models import Task
 
 pytestmark = pytest.mark.django_db

@@ -15,9 +15,9 @@ from authority.selectors import current_frame_version
 from authority.services import frame_version_create, promotion_create
 from backtest.health import services as health
 from backtest.models import FrameHealth
-from governance import webhooks
-from governance.celery import app
+from config.celery import app
 from governance.models import WebhookDelivery
+from governance.webhooks import services as webhooks
 from selection.models import Task, TraceCandidate
 from selection.serving.selections import replay_task
 from selection.traces import labelling

@@ -8,7 +8,8 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from authority.models import AuditEntry
-from backtest import services
+from backtest import errors as backtest_errors
+from backtest import judging, services
 from backtest.models import Backtest, BacktestStatus
 from governance.models import Proposal
 
@@ -64,28 +65,28 @@ def test_a_lead_reruns_a_failed_backtest_from_its_page(
     assert again.status == BacktestStatus.QUEUED and again.requested_by == sift_users["lead"]
     assert len(sent) == 1  # its replays are sent on commit
     # the failed one stays as it was; re-running it again is refused: a newer one exists
-    with pytest.raises(services.BacktestRefused, match="newer"):
+    with pytest.raises(backtest_errors.BacktestRefused, match="newer"):
         services.backtest_rerun(backtest=Backtest.objects.get(pk=queued.pk), lead=sift_users["lead"])
 
 
 def test_only_a_lead_may_rerun_and_only_a_failed_backtest(client, queued, sift_users):
     client.force_login(sift_users["reviewer"])
     assert client.post(reverse("backtest-rerun", args=[queued.pk])).status_code == 403
-    with pytest.raises(services.BacktestRefused, match="only a failed or stale backtest"):
+    with pytest.raises(backtest_errors.BacktestRefused, match="only a failed or stale backtest"):
         services.backtest_rerun(backtest=queued, lead=sift_users["lead"])
     assert Backtest.objects.count() == 1
 
 
 def test_a_replay_that_keeps_killing_its_worker_fails_the_backtest(queued):
-    from governance.celery import app
+    from config.celery import app
 
     task_id = queued.task_ids[0]
     kwargs = dict(backtest_id=queued.pk, task_id=task_id, side="baseline", retries=0)
     app.backend.client.delete(f"fg:replay-deliveries:{queued.pk}:{task_id}:baseline:0")
-    assert [services.replay_delivery_allowed(app, **kwargs) for _ in range(services.MAX_REPLAY_DELIVERIES)] == [
+    assert [judging.replay_delivery_allowed(app, **kwargs) for _ in range(judging.MAX_REPLAY_DELIVERIES)] == [
         True
-    ] * services.MAX_REPLAY_DELIVERIES
-    assert services.replay_delivery_allowed(app, **kwargs) is False
+    ] * judging.MAX_REPLAY_DELIVERIES
+    assert judging.replay_delivery_allowed(app, **kwargs) is False
     backtest = Backtest.objects.get(pk=queued.pk)
     assert backtest.status == BacktestStatus.ERROR
     assert "was delivered 3 times and its worker died each time" in backtest.error
@@ -99,7 +100,7 @@ def test_a_finished_backtest_row_is_immutable_and_status_moves_forward(queued):
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(task_set_digest="0" * 64))
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(ablation={"parts": ["scope"]}))
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(shadow={"requested": 99}))
-    services.backtest_fail(backtest_id=queued.pk, error="stopped by the test")
+    judging.backtest_fail(backtest_id=queued.pk, error="stopped by the test")
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(status=BacktestStatus.FINISHED))
     refused(lambda: Backtest.objects.filter(pk=queued.pk).update(error=""))
     refused(lambda: Backtest.objects.filter(pk=queued.pk).delete())

@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
+from backtest import judging
 from backtest import services as backtests
+from backtest.replay import dispatch
+from backtest.replay import services as replays
 from tests.browser import console_errors, css
 
 from .conftest import proposal
@@ -38,9 +41,9 @@ axe.run(document, {resultTypes: ["violations"]}).then(
 def _finished_backtest(uid: str):
     backtest = backtests.backtest_enqueue(proposal=proposal(uid), requested_by=None)
     for task_id in backtest.task_ids:
-        for side in backtests.replay_sides(backtest):
-            backtests.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
-    backtests.backtest_finish(backtest_id=backtest.pk)
+        for side in dispatch.replay_sides(backtest):
+            replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+    judging.backtest_finish(backtest_id=backtest.pk)
     return backtest
 
 

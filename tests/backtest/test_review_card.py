@@ -8,8 +8,12 @@ import re
 import pytest
 from django.urls import reverse
 
-from backtest import services
+from backtest import errors as backtest_errors
+from backtest import judging, services
 from backtest.models import Approval
+from backtest.replay import dispatch
+from backtest.replay import services as replays
+from backtest.review import services as review_services
 
 from .conftest import proposal
 
@@ -19,9 +23,9 @@ pytestmark = pytest.mark.django_db
 def _finished(uid: str):
     backtest = services.backtest_enqueue(proposal=proposal(uid), requested_by=None)
     for task_id in backtest.task_ids:
-        for side in services.replay_sides(backtest):
-            services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
-    return backtest, services.backtest_finish(backtest_id=backtest.pk)
+        for side in dispatch.replay_sides(backtest):
+            replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+    return backtest, judging.backtest_finish(backtest_id=backtest.pk)
 
 
 def _regressed(html: str) -> list[str]:
@@ -99,28 +103,28 @@ def test_a_replayed_trace_links_back_to_its_backtest(client, sift_users):
 
 def test_the_service_refuses_an_approval_missing_an_acknowledgement(sift_users):
     # the one path every interface takes: a command or the API cannot approve past a regression
-    from backtest import review_card
+    from backtest.review import card as review_card
 
     backtest, decision = _finished("looser-stop-rule")
     assert decision.passed
     regressed = [r.task for r in review_card.regressed_tasks(backtest=backtest)]
     assert regressed
-    with pytest.raises(services.RegressionsUnacknowledged) as refused:
-        services.backtest_review(
+    with pytest.raises(backtest_errors.RegressionsUnacknowledged) as refused:
+        review_services.backtest_review(
             backtest=backtest, reviewer=sift_users["reviewer"], verdict="approve", acknowledged=regressed[1:]
         )
     assert refused.value.tasks == regressed[:1]
     assert regressed[0] in str(refused.value)
     assert not Approval.objects.filter(backtest=backtest).exists()
     # a task that did not get worse acknowledges nothing
-    with pytest.raises(services.RegressionsUnacknowledged):
-        services.backtest_review(
+    with pytest.raises(backtest_errors.RegressionsUnacknowledged):
+        review_services.backtest_review(
             backtest=backtest,
             reviewer=sift_users["reviewer"],
             verdict="approve",
             acknowledged=["not-a-task", *regressed[1:]],
         )
-    approval = services.backtest_review(
+    approval = review_services.backtest_review(
         backtest=backtest, reviewer=sift_users["reviewer"], verdict="approve", acknowledged=regressed
     )
     assert approval.verdict == "approve"
@@ -131,8 +135,8 @@ def test_the_service_refuses_an_approval_missing_an_acknowledgement(sift_users):
 
 
 def test_the_api_lists_the_regressed_tasks_and_refuses_an_approval_missing_one(client, sift_users):
-    from backtest import review_card
-    from governance import tokens
+    from backtest.review import card as review_card
+    from governance.tokens import services as tokens
 
     backtest, _decision = _finished("looser-stop-rule")
     secret = tokens.token_create(

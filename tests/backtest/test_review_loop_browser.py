@@ -12,8 +12,9 @@ import pytest
 from django.urls import reverse
 
 from authority.selectors import current_frame_version
+from authority.states import ProposalState
 from backtest.models import Backtest
-from governance.models import Proposal, ProposalState
+from governance.models import Proposal
 from tests.browser import css, wait_for
 
 from .conftest import proposal, wait_finished

@@ -117,7 +117,7 @@ def rback(db, tmp_path, django_user_model):
 
 
 def test_a_backtest_replays_routing_as_evaluate_does_and_sees_a_routing_change(celery_worker_process, rback):
-    from governance.services import proposal_submit
+    from governance.proposals.services import proposal_submit
     from selection.evaluation.ladder import evaluation_run
     from selection.models import EvaluationRun
 

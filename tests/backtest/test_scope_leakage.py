@@ -7,7 +7,8 @@ import pytest
 from authority.services import role_grant
 from backtest import services
 from backtest.models import TaskReplay
-from governance.services import proposal_submit
+from backtest.replay import services as replays
+from governance.proposals.services import proposal_submit
 from selection.models import MemoryUnit, Project
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +29,7 @@ def test_leakage_is_measured_against_the_baseline_scope(sift, sift_users, django
     project_of = dict(MemoryUnit.objects.filter(corpus=sift.corpus).values_list("uid", "project__slug"))
     leaked = 0
     for task_id in backtest.task_ids:
-        replay = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
+        replay = replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
         admitted = replay.trace.admitted
         outside = [u for u in admitted if project_of[u] != "sift"]
         leaked += len(outside)

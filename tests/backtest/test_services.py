@@ -8,10 +8,13 @@ from django.test.utils import CaptureQueriesContext
 
 from authority.access import AccessDenied
 from authority.models import AuditEntry
-from backtest import services
+from authority.states import ProposalState
+from backtest import errors as backtest_errors
+from backtest import judging, services
 from backtest.models import Backtest, BacktestDecision, BacktestStatus, TaskReplay
-from backtest.taskset import task_set_digest
-from governance.models import ProposalState
+from backtest.replay import dispatch
+from backtest.replay import services as replays
+from selection.evaluation.task_sets import task_set_digest
 from selection.models import Task, Trace
 
 from .conftest import proposal
@@ -21,9 +24,9 @@ pytestmark = pytest.mark.django_db
 
 def run_inline(backtest: Backtest) -> BacktestDecision:
     for task_id in backtest.task_ids:
-        for side in services.replay_sides(backtest):
-            services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
-    return services.backtest_finish(backtest_id=backtest.pk)
+        for side in dispatch.replay_sides(backtest):
+            replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+    return judging.backtest_finish(backtest_id=backtest.pk)
 
 
 def test_enqueue_binds_the_backtest_and_queues_the_chord_on_commit(sift, django_capture_on_commit_callbacks):
@@ -55,10 +58,10 @@ def test_the_task_set_digest_follows_queries_and_ledgers(sift):
 def test_replaying_the_same_task_twice_writes_one_result(sift):
     backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     task_id = backtest.task_ids[0]
-    first = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
+    first = replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
     traces = Trace.objects.count()
     with CaptureQueriesContext(connection) as queries:
-        again = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
+        again = replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
     assert again.pk == first.pk
     assert TaskReplay.objects.filter(backtest=backtest).count() == 1
     assert Trace.objects.count() == traces
@@ -74,17 +77,17 @@ def test_replaying_the_same_task_twice_writes_one_result(sift):
 def test_a_replay_outside_the_backtest_is_refused(sift, context_lab):
     backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     other = Task.objects.exclude(project=sift).first()
-    with pytest.raises(services.BacktestError, match="not in backtest"):
-        services.replay_one(backtest_id=backtest.pk, task_id=other.pk, side="baseline")
-    with pytest.raises(services.BacktestError, match='unknown side "both"'):
-        services.replay_one(backtest_id=backtest.pk, task_id=backtest.task_ids[0], side="both")
+    with pytest.raises(backtest_errors.BacktestError, match="not in backtest"):
+        replays.replay_one(backtest_id=backtest.pk, task_id=other.pk, side="baseline")
+    with pytest.raises(backtest_errors.BacktestError, match='unknown side "both"'):
+        replays.replay_one(backtest_id=backtest.pk, task_id=backtest.task_ids[0], side="both")
 
 
 def test_finish_judges_every_gate_once_and_audits_it(sift):
     target = proposal("report-prose-in-design-review")
     backtest = services.backtest_enqueue(proposal=target, requested_by=None)
-    with pytest.raises(services.BacktestError, match="lacks 20 replays"):
-        services.backtest_finish(backtest_id=backtest.pk)
+    with pytest.raises(backtest_errors.BacktestError, match="lacks 20 replays"):
+        judging.backtest_finish(backtest_id=backtest.pk)
     decision = run_inline(backtest)
     assert [g["metric"] for g in decision.gate_results] == [
         "must_include_recall", "precision", "harmful_admission", "leakage",
@@ -103,12 +106,12 @@ def test_finish_judges_every_gate_once_and_audits_it(sift):
     target.refresh_from_db()
     assert target.state == (ProposalState.PASSED if decision.passed else ProposalState.FAILED)
     # finishing again (a redelivered chord callback) writes nothing
-    assert services.backtest_finish(backtest_id=backtest.pk).pk == decision.pk
+    assert judging.backtest_finish(backtest_id=backtest.pk).pk == decision.pk
     assert AuditEntry.objects.filter(action="backtest.finished").count() == 1
 
 
 def test_a_lead_proposing_starts_a_backtest_and_others_cannot(sift, sift_users, django_capture_on_commit_callbacks):
-    from governance.services import proposal_submit
+    from governance.proposals.services import proposal_submit
 
     patch = {"class_pull": 4}
     for name in ("reviewer", "auditor"):
@@ -145,26 +148,26 @@ def test_a_broker_failure_marks_the_backtest_errored(sift, monkeypatch, django_c
 def test_a_replay_that_loses_a_race_rolls_back_its_trace(sift, monkeypatch):
     backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
     task_id = backtest.task_ids[0]
-    real_select = services._select
+    real_select = replays._select
     rival = {}
 
     def select_while_a_rival_commits(context, frame, condition, index):
         # another worker got the same message (acks_late redelivery) and commits first
         if not rival:
             rival["started"] = True
-            rival["replay"] = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="baseline")
+            rival["replay"] = replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side="baseline")
         return real_select(context, frame, condition, index)
 
-    monkeypatch.setattr(services, "_select", select_while_a_rival_commits)
+    monkeypatch.setattr(replays, "_select", select_while_a_rival_commits)
     traces = Trace.objects.count()
-    replay = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="baseline")
+    replay = replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side="baseline")
     assert replay.pk == rival["replay"].pk
     assert TaskReplay.objects.filter(backtest=backtest).count() == 1
     assert Trace.objects.count() == traces + 1  # the rival's trace only; ours rolled back with its row
 
 
 def test_a_frame_that_names_a_builder_is_backtested_through_it(sift, sift_users):
-    from governance.services import proposal_submit
+    from governance.proposals.services import proposal_submit
 
     submitted = proposal_submit(
         project=sift,
@@ -175,8 +178,8 @@ def test_a_frame_that_names_a_builder_is_backtested_through_it(sift, sift_users)
     )
     backtest = services.backtest_enqueue(proposal=submitted, requested_by=None)
     task_id = backtest.task_ids[0]
-    baseline = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="baseline")
-    candidate = services.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
+    baseline = replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side="baseline")
+    candidate = replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side="candidate")
     assert baseline.trace.header["work_frame"]["builder"] == "declared"
     built = candidate.trace.header["work_frame"]
     assert built["builder"] == "similarity" and built["establishment"] != "declared"

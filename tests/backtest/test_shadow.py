@@ -7,10 +7,13 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from backtest import services
-from backtest.management.commands.backtest import backtest_document
+from backtest import judging, services
 from backtest.models import Backtest, ShadowReplay
-from governance import tokens
+from backtest.replay import dispatch
+from backtest.replay import services as replays
+from backtest.replay import shadow as shadows
+from governance.management.commands.backtest import backtest_document
+from governance.tokens import services as tokens
 from selection.models import Trace
 
 from .conftest import proposal
@@ -27,11 +30,11 @@ SELECTIONS = [
 
 def run_inline(backtest: Backtest):
     for task_id in backtest.task_ids:
-        for side in services.replay_sides(backtest):
-            services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+        for side in dispatch.replay_sides(backtest):
+            replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
     for trace_id in backtest.shadow["traces"]:
-        services.shadow_one(backtest_id=backtest.pk, trace_id=trace_id)
-    return services.backtest_finish(backtest_id=backtest.pk)
+        shadows.shadow_one(backtest_id=backtest.pk, trace_id=trace_id)
+    return judging.backtest_finish(backtest_id=backtest.pk)
 
 
 def test_a_backtest_replays_recent_selections_and_says_which_bundles_change(client, sift, sift_users, capsys):
@@ -68,7 +71,7 @@ def test_a_backtest_replays_recent_selections_and_says_which_bundles_change(clie
     work_types = {t: Trace.objects.get(pk=t).header["work_frame"]["work_type"] for t in made}
     assert sorted(work_types.values()) == ["design-review", "design-review", "release-readiness"]
     # design review drops its design notes and the pull widens: a design-review selection changes
-    # (which of the two does depends on the engine's stop rule, which is frame policy)
+    # (which of the two does depends on the frame's stop rule)
     design = [rows[t] for t in made if work_types[t] == "design-review"]
     assert any(r.changed and r.left for r in design)
     for r in rows.values():
@@ -79,7 +82,7 @@ def test_a_backtest_replays_recent_selections_and_says_which_bundles_change(clie
 
     # replaying a selection again writes nothing
     traces = Trace.objects.count()
-    assert services.shadow_one(backtest_id=backtest.pk, trace_id=made[0]).pk == rows[made[0]].pk
+    assert shadows.shadow_one(backtest_id=backtest.pk, trace_id=made[0]).pk == rows[made[0]].pk
     assert Trace.objects.count() == traces
 
     # the --json document and the pages

@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from authority.models import FrameVersion, Promotion
 from authority.selectors import current_frame_version
-from governance.models import Proposal, ProposalState
+from authority.states import ProposalState
+from governance.models import Proposal
 from tests.browser import css, wait_for
 
 from .conftest import proposal, wait_finished

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_backtest_names_its_task_set_version_and_the_proposal_says_when_they_differ(client, sift_users):
-    from governance import tokens
+    from governance.tokens import services as tokens
 
     first, _decision = _finished("looser-stop-rule")
     assert first.task_set_version.number == 1 and first.task_set_version.reason == "the task set as imported"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from backtest import services
+from backtest import judging, services
 from backtest.models import Approval
+from backtest.replay import dispatch
+from backtest.replay import services as replays
 
 from .conftest import proposal
 
@@ -18,14 +20,14 @@ def half_done(sift):
     """A backtest of looser-stop-rule with 3 of its 40 replays written (10 tasks under the baseline,
     the candidate and each of its two parts alone), then a way to finish it."""
     backtest = services.backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)
-    pairs = [(t, s) for t in backtest.task_ids for s in services.replay_sides(backtest)]
+    pairs = [(t, s) for t in backtest.task_ids for s in dispatch.replay_sides(backtest)]
     for task_id, side in pairs[:3]:
-        services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+        replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
 
     def finish():
         for task_id, side in pairs[3:]:
-            services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
-        return services.backtest_finish(backtest_id=backtest.pk)
+            replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+        return judging.backtest_finish(backtest_id=backtest.pk)
 
     return backtest, finish
 

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from governance import services, webhooks
 from governance.models import WebhookDelivery
+from governance.proposals import services
+from governance.webhooks import services as webhooks
 from tests.receiver import Receiver
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -8,9 +8,11 @@ import pytest
 from django.core.management import call_command
 
 from authority.models import AuditEntry
+from authority.states import ProposalState
 from backtest import services
 from backtest.models import BacktestStatus, TaskReplay
-from governance.models import ProposalState
+from backtest.replay import dispatch
+from backtest.replay import services as replays
 
 from .conftest import proposal, wait_finished
 
@@ -44,7 +46,7 @@ def test_the_four_context_lab_proposals_are_judged_by_the_worker(celery_worker_p
 
 
 def test_a_lead_proposing_gets_a_backtest_the_worker_finishes(celery_worker_process, sift, sift_users):
-    from governance.services import proposal_submit
+    from governance.proposals.services import proposal_submit
 
     submitted = proposal_submit(
         project=sift, author=sift_users["lead"], title="Pull four per class", patch={"class_pull": 4}
@@ -127,16 +129,16 @@ def test_the_worker_replays_in_chunks_and_judges_as_replays_one_at_a_time_do(cel
     on_worker = services.backtest_enqueue(proposal=target, requested_by=None)
     on_worker = wait_finished(on_worker.pk)
     assert on_worker.status == BacktestStatus.FINISHED, on_worker.error
-    pairs = len(on_worker.task_ids) * len(services.replay_sides(on_worker))
-    assert len(services.replay_chunks(on_worker)) > 1  # more than one task for the worker
+    pairs = len(on_worker.task_ids) * len(dispatch.replay_sides(on_worker))
+    assert len(dispatch.replay_chunks(on_worker)) > 1  # more than one task for the worker
     stored = TaskReplay.objects.filter(backtest=on_worker).count()
     assert stored + AblationReplay.objects.filter(backtest=on_worker).count() == pairs
     # the same backtest replayed here one pair at a time, every pair selected again
     again = services.backtest_enqueue(proposal=target, requested_by=None)
     # the worker may run the third backtest's chunks while this loop does: each pair is stored once
     for task_id in again.task_ids:
-        for side in services.replay_sides(again):
-            services.replay_many(backtest_id=again.pk, pairs=[(task_id, side)], reuse_baseline=False)
+        for side in dispatch.replay_sides(again):
+            replays.replay_many(backtest_id=again.pk, pairs=[(task_id, side)], reuse_baseline=False)
     again = wait_finished(again.pk)
 
     def judged(backtest):

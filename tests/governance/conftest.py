@@ -68,7 +68,7 @@ def users(project, django_user_model, grant):
 
 @pytest.fixture
 def submit(project, users):
-    from governance.services import proposal_submit
+    from governance.proposals.services import proposal_submit
 
     def run(patch=None, **kwargs):
         kwargs.setdefault("author", users["lead"])
@@ -89,7 +89,7 @@ def submit(project, users):
 def make_backtest():
     """A backtest row as the backtest app would leave it, written straight through the models."""
     from backtest.models import Backtest, BacktestDecision
-    from backtest.selectors import current_engine_version, current_task_set_digest
+    from backtest.review.selectors import current_engine_version, current_task_set_digest
 
     def make(
         proposal,

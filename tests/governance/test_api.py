@@ -16,7 +16,7 @@ PATCH = {"work_types": {"implementation-review": ["rule", "decision"]}}
 
 @pytest.fixture
 def token(users, project):
-    from governance import tokens
+    from governance.tokens import services as tokens
 
     def make(name: str, role: str | None = None, scoped=project, days: int = 30) -> str:
         return tokens.token_create(
@@ -77,7 +77,7 @@ def test_a_token_never_does_more_than_its_scope(as_, counts):
 
 def test_a_token_for_a_role_its_owner_lacks_cannot_be_made(users, project):
     from authority import access
-    from governance import tokens
+    from governance.tokens import services as tokens
 
     with pytest.raises(access.AccessDenied):
         tokens.token_create(user=users["reviewer"], name="x", project=project, role="lead")

@@ -8,7 +8,7 @@ from django.urls import reverse
 from authority.access import AccessDenied
 from authority.models import AuditEntry, RoleGrant
 from authority.services import role_grant, role_revoke
-from governance import services
+from governance.proposals import errors as proposal_errors
 from selection.models import Project
 
 
@@ -26,7 +26,7 @@ def test_the_landing_page_lists_only_projects_the_user_holds_a_role_in(client, u
 
 def test_a_lead_cannot_widen_the_scope_to_a_project_they_hold_no_role_in(submit, users, counts, project):
     before = counts()
-    with pytest.raises(services.ProposalInvalid, match='lead holds no role in project "beta"'):
+    with pytest.raises(proposal_errors.ProposalInvalid, match='lead holds no role in project "beta"'):
         submit({"scope": ["alpha", "beta"]})
     assert counts() == before
     role_grant(user=users["lead"], project=Project.objects.get(slug="beta"), role="auditor")
@@ -66,8 +66,8 @@ def test_role_grants_and_revocations_are_audited(users, project):
 
 def test_an_empty_scope_is_refused_not_read_as_everything(submit, counts):
     before = counts()
-    with pytest.raises(services.ProposalInvalid, match="an empty scope would admit no unit at all"):
+    with pytest.raises(proposal_errors.ProposalInvalid, match="an empty scope would admit no unit at all"):
         submit({"scope": []})
-    with pytest.raises(services.ProposalInvalid, match='project "nowhere" is not declared'):
+    with pytest.raises(proposal_errors.ProposalInvalid, match='project "nowhere" is not declared'):
         submit({"scope": ["nowhere"]})
     assert counts() == before

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from backtest import services as backtest_services
+from backtest.review import services as review_services
 from governance.models import Proposal
 
 
@@ -73,7 +73,7 @@ def test_promote_goes_through_the_same_checks(project, users, submit, make_backt
     backtest = make_backtest(proposal)
     with pytest.raises(CommandError, match="has not been reviewed"):
         run("promote", str(proposal.pk), "--user", "lead")
-    backtest_services.backtest_review(
+    review_services.backtest_review(
         backtest=backtest, reviewer=users["reviewer"], verdict="approve", comment=""
     )
     before = counts()

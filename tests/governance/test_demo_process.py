@@ -120,7 +120,7 @@ def test_sigterm_stops_server_worker_beat_postgres_and_redis(tmp_path):
             demo.kill()
         # never leave servers behind, whatever failed above
         subprocess.run(
-            [sys.executable, "-m", "governance.embedded", "destroy"], cwd=REPO, env=env, capture_output=True
+            [sys.executable, "-m", "config.embedded", "destroy"], cwd=REPO, env=env, capture_output=True
         )
 
 

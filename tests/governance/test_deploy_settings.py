@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from governance.settings import database_from_url
+from config.settings import database_from_url
 
 ROOT = Path(__file__).resolve().parents[2]
 

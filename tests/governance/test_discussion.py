@@ -10,8 +10,9 @@ from django.urls import reverse
 
 from authority.access import AccessDenied
 from authority.models import AuditEntry
-from backtest import services as backtest_services
+from backtest import errors as backtest_errors
 from backtest.models import ReviewComment
+from backtest.review import services as review_services
 from tests.api.conftest import ApiClient, assert_problem
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,7 @@ def task(project):
 def reviewed(submit, task):
     """A proposal with a finished backtest over one task, as the backtest app leaves it."""
     from backtest.models import Backtest, BacktestDecision
-    from backtest.selectors import current_engine_version, current_task_set_digest
+    from backtest.review.selectors import current_engine_version, current_task_set_digest
 
     proposal = submit()
     backtest = Backtest.objects.create(
@@ -47,8 +48,8 @@ def reviewed(submit, task):
 
 def test_comments_on_the_proposal_and_on_a_task_row_are_audited_and_append_only(reviewed, users, task):
     proposal, backtest = reviewed
-    first = backtest_services.review_comment(proposal=proposal, author=users["reviewer"], body="Why rules first?")
-    on_row = backtest_services.review_comment(
+    first = review_services.review_comment(proposal=proposal, author=users["reviewer"], body="Why rules first?")
+    on_row = review_services.review_comment(
         proposal=proposal, author=users["lead"], body="This task lost its decision unit.",
         backtest=backtest, task_id=task.pk,
     )
@@ -66,15 +67,15 @@ def test_a_comment_is_refused_with_why_and_nothing_written(reviewed, users, subm
     proposal, backtest = reviewed
     other_backtest_owner = submit(patch={"class_pull": 9})
     with pytest.raises(AccessDenied):
-        backtest_services.review_comment(proposal=proposal, author=users["auditor"], body="hm")
-    with pytest.raises(backtest_services.CommentRefused, match="needs some text"):
-        backtest_services.review_comment(proposal=proposal, author=users["lead"], body="   ")
-    with pytest.raises(backtest_services.CommentRefused, match="not in backtest"):
-        backtest_services.review_comment(
+        review_services.review_comment(proposal=proposal, author=users["auditor"], body="hm")
+    with pytest.raises(backtest_errors.CommentRefused, match="needs some text"):
+        review_services.review_comment(proposal=proposal, author=users["lead"], body="   ")
+    with pytest.raises(backtest_errors.CommentRefused, match="not in backtest"):
+        review_services.review_comment(
             proposal=proposal, author=users["lead"], body="x", backtest=backtest, task_id=999_999
         )
-    with pytest.raises(backtest_services.CommentRefused, match="is not a backtest of"):
-        backtest_services.review_comment(
+    with pytest.raises(backtest_errors.CommentRefused, match="is not a backtest of"):
+        review_services.review_comment(
             proposal=other_backtest_owner, author=users["lead"], body="x", backtest=backtest
         )
     assert not ReviewComment.objects.exists()
@@ -138,7 +139,7 @@ def test_a_task_row_comment_returns_to_its_row_and_an_empty_one_is_refused(clien
 
 
 def test_the_api_comments_and_reads_the_thread(client, reviewed, users, project, task):
-    from governance import tokens
+    from governance.tokens import services as tokens
 
     proposal, backtest = reviewed
     reviewer = ApiClient(

@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from authority.selectors import current_frame_version
 from governance.forms import ProposeForm
-from governance.frames import frame_classes
 from governance.models import Proposal
+from rules.frame_patch import frame_classes
 
 from .test_views import shown as posted_untouched
 

@@ -9,8 +9,8 @@ import pytest
 from django.test import RequestFactory
 from django.urls import reverse
 
-from governance.csp import CONTENT_SECURITY_POLICY
-from governance.errors import server_error
+from config.csp import CONTENT_SECURITY_POLICY
+from config.errors import server_error
 
 from .test_views import form_data
 

@@ -11,11 +11,13 @@ from django.urls import reverse
 
 from authority.models import FrameVersion, Promotion
 from authority.selectors import current_frame_version
-from backtest import selectors as backtest_selectors
-from backtest import services as backtest_services
+from backtest import errors as backtest_errors
 from backtest.models import Approval
-from governance import services
+from backtest.review import selectors as review_selectors
+from backtest.review import services as review_services
 from governance.models import Proposal
+from governance.proposals import errors as proposal_errors
+from governance.proposals import promotion, services
 from selection.corpus.frames import ApprovalPolicy, approval_policy
 
 
@@ -53,11 +55,11 @@ def with_policy(project):
 
 
 def review(backtest, user, verdict="approve", comment="fine"):
-    return backtest_services.backtest_review(backtest=backtest, reviewer=user, verdict=verdict, comment=comment)
+    return review_services.backtest_review(backtest=backtest, reviewer=user, verdict=verdict, comment=comment)
 
 
 def promote(proposal, lead):
-    return services.proposal_promote(proposal=Proposal.objects.get(pk=proposal.pk), lead=lead)
+    return promotion.proposal_promote(proposal=Proposal.objects.get(pk=proposal.pk), lead=lead)
 
 
 # --- services -----------------------------------------------------------------------------------
@@ -67,7 +69,7 @@ def test_the_author_cannot_approve_their_own_proposal(submit, make_backtest, peo
     proposal = submit(author=people["both"])
     backtest = make_backtest(proposal)
     before = counts()
-    with pytest.raises(backtest_services.ReviewRefused, match="its author cannot review its backtest"):
+    with pytest.raises(backtest_errors.ReviewRefused, match="its author cannot review its backtest"):
         review(backtest, people["both"])
     assert counts() == before
     review(backtest, people["reviewer"])
@@ -80,9 +82,9 @@ def test_two_approvals_needed_when_the_policy_says_so(with_policy, submit, make_
     backtest = make_backtest(proposal)
     review(backtest, people["reviewer"])
     assert Proposal.objects.get(pk=proposal.pk).state == "passed"
-    with pytest.raises(services.PromotionRefused, match="1 of 2 approvals"):
+    with pytest.raises(proposal_errors.PromotionRefused, match="1 of 2 approvals"):
         promote(proposal, people["lead"])
-    with pytest.raises(backtest_services.ReviewRefused, match="already reviewed"):
+    with pytest.raises(backtest_errors.ReviewRefused, match="already reviewed"):
         review(backtest, people["reviewer"])
     review(backtest, people["reviewer2"])
     assert Proposal.objects.get(pk=proposal.pk).state == "approved"
@@ -94,9 +96,9 @@ def test_a_rejection_blocks_unless_the_policy_lets_approvals_outvote_it(with_pol
     proposal = submit()
     backtest = make_backtest(proposal)
     review(backtest, people["reviewer"], "reject", "precision drops")
-    with pytest.raises(backtest_services.ReviewRefused, match="already reviewed"):
+    with pytest.raises(backtest_errors.ReviewRefused, match="already reviewed"):
         review(backtest, people["reviewer2"])
-    with pytest.raises(services.PromotionRefused, match="rejected"):
+    with pytest.raises(proposal_errors.PromotionRefused, match="rejected"):
         promote(proposal, people["lead"])
 
     with_policy(required_approvals=2, rejection_blocks=False)
@@ -115,7 +117,7 @@ def test_an_approver_may_not_promote_when_the_policy_forbids_it(with_policy, sub
     proposal = submit()
     review(make_backtest(proposal), people["both"])
     before = counts()
-    with pytest.raises(services.PromotionRefused, match="another lead to promote"):
+    with pytest.raises(proposal_errors.PromotionRefused, match="another lead to promote"):
         promote(proposal, people["both"])
     assert counts() == before
     promote(proposal, people["lead2"])
@@ -128,23 +130,23 @@ def test_a_new_backtest_voids_earlier_approvals(submit, make_backtest, people):
     make_backtest(proposal)
     services.proposal_sync_state(proposal=proposal)
     assert Proposal.objects.get(pk=proposal.pk).state == "passed"
-    with pytest.raises(services.PromotionRefused, match="has not been reviewed"):
+    with pytest.raises(proposal_errors.PromotionRefused, match="has not been reviewed"):
         promote(proposal, people["lead"])
 
 
 def test_the_policy_changes_only_through_a_proposal_and_binds_from_its_promotion(submit, make_backtest, people):
-    with pytest.raises(services.ProposalInvalid, match="approval.required_approvals: must be at least 1"):
+    with pytest.raises(proposal_errors.ProposalInvalid, match="approval.required_approvals: must be at least 1"):
         submit({"approval": {"required_approvals": 0}})
-    with pytest.raises(services.ProposalInvalid, match='unknown key "quorum"'):
+    with pytest.raises(proposal_errors.ProposalInvalid, match='unknown key "quorum"'):
         submit({"approval": {"quorum": 2}})
-    with pytest.raises(services.ProposalInvalid, match="expected true or false"):
+    with pytest.raises(proposal_errors.ProposalInvalid, match="expected true or false"):
         submit({"approval": {"rejection_blocks": "yes"}})
     raise_bar = submit({"approval": {"required_approvals": 2}}, title="Two approvals from now on")
     # the proposal is judged under the policy in force, not the one it brings
-    assert backtest_selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy()
+    assert review_selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy()
     review(make_backtest(raise_bar), people["reviewer"])
     promote(raise_bar, people["lead"])
-    assert backtest_selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy(required_approvals=2)
+    assert review_selectors.project_approval_policy(project=raise_bar.project) == ApprovalPolicy(required_approvals=2)
     assert approval_policy({}) == ApprovalPolicy(1, True, True)
 
 

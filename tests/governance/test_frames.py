@@ -1,10 +1,11 @@
-"""governance.frames: merge patch semantics, validation naming the field, patch, diff."""
+"""rules.frame_patch: merge patch semantics, validation naming the field, patch, diff."""
 
 from __future__ import annotations
 
 import copy
 
-from governance import frames
+from rules import frame_diff
+from rules import frame_patch as frames
 
 from .conftest import FRAME
 
@@ -100,7 +101,7 @@ def test_compute_patch_is_minimal_and_round_trips():
 
 
 def test_diff_marks_added_removed_and_moved_items():
-    left, right = frames.diff_lists(
+    left, right = frame_diff.diff_lists(
         ["decision", "rule", "result"], ["rule", "decision", "convention"]
     )
     assert [(m.text, m.mark) for m in left] == [
@@ -117,7 +118,7 @@ def test_diff_marks_added_removed_and_moved_items():
 
 def test_diff_frames_is_field_by_field_with_a_row_per_work_type():
     frame, _ = frames.apply_patch(FRAME, {"work_types": {"triage": ["rule"]}, "class_pull": 5})
-    rows = {r.path: r for r in frames.diff_frames(FRAME, frame)}
+    rows = {r.path: r for r in frame_diff.diff_frames(FRAME, frame)}
     assert rows["work_types.triage"].status == "added"
     assert rows["work_types.implementation-review"].status == "same"
     assert rows["class_pull"].status == "changed"
@@ -130,12 +131,12 @@ def test_diff_frames_gives_the_stop_rule_a_row_per_key():
     after, _ = frames.apply_patch(before, {"admission": {"floor": 0.4, "tier_cap": 7}})
     rows = {
         r.path: (r.status, [m.text for m in r.left], [m.text for m in r.right])
-        for r in frames.diff_frames(before, after)
+        for r in frame_diff.diff_frames(before, after)
     }
     assert rows["admission.floor"] == ("changed", ["0.6"], ["0.4"])
     assert rows["admission.tier_cap"] == ("added", [], ["7"])
     assert rows["admission.rule"][0] == rows["admission.unlisted"][0] == "same"
     removed, _ = frames.apply_patch(before, {"admission": None})
-    assert {r.path: r.status for r in frames.diff_frames(before, removed) if r.path.startswith("admission")} == {
+    assert {r.path: r.status for r in frame_diff.diff_frames(before, removed) if r.path.startswith("admission")} == {
         "admission.rule": "removed", "admission.floor": "removed", "admission.unlisted": "removed",
     }

@@ -87,7 +87,7 @@ def test_project_page_shows_descriptions_and_cues(client, project, users, submit
 
 
 def test_frame_checks_read_the_long_form():
-    from governance import frames
+    from rules import frame_patch as frames
 
     from .conftest import FRAME
 

@@ -11,8 +11,8 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from governance import services
 from governance.forms import parse_patch
+from governance.proposals import errors as proposal_errors
 from selection.corpus import limits
 
 
@@ -54,7 +54,7 @@ def test_the_propose_page_refuses_unstorable_patches_with_a_400(client, project,
 )
 def test_the_service_refuses_them_for_every_caller(submit, counts, patch, fragment):
     before = counts()
-    with pytest.raises(services.ProposalInvalid, match=fragment):
+    with pytest.raises(proposal_errors.ProposalInvalid, match=fragment):
         submit(patch)
     assert counts() == before
 
@@ -110,7 +110,7 @@ def test_any_random_patch_is_stored_or_refused_with_a_message(submit, counts, pa
     before = counts()
     try:
         proposal = submit(patch)
-    except services.ProposalInvalid as error:
+    except proposal_errors.ProposalInvalid as error:
         assert error.issues and all(issue.message for issue in error.issues)
         assert counts() == before
         str(error).encode("utf-8")

@@ -11,15 +11,18 @@ from authority import selectors
 from authority import services as authority_services
 from authority.access import AccessDenied
 from authority.models import AuditEntry, FrameVersion, Promotion
-from backtest import selectors as backtest_selectors
-from backtest import services as backtest_services
+from backtest import errors as backtest_errors
 from backtest.models import Approval
-from governance import services
+from backtest.review import selectors as backtest_selectors
+from backtest.review import services as review_services
 from governance.models import Proposal
+from governance.proposals import errors as proposal_errors
+from governance.proposals import promotion as promotions
+from governance.proposals import services
 
 
 def approve(backtest, users, verdict="approve", comment="looks right"):
-    return backtest_services.backtest_review(
+    return review_services.backtest_review(
         backtest=backtest, reviewer=users["reviewer"], verdict=verdict, comment=comment
     )
 
@@ -52,7 +55,7 @@ def test_rejection_needs_a_comment_and_sets_the_state(submit, make_backtest, use
     proposal = submit()
     backtest = make_backtest(proposal)
     before = counts()
-    with pytest.raises(backtest_services.ReviewRefused, match="comment"):
+    with pytest.raises(backtest_errors.ReviewRefused, match="comment"):
         approve(backtest, users, verdict="reject", comment="  ")
     assert counts() == before
     approve(backtest, users, verdict="reject", comment="precision drops")
@@ -73,7 +76,7 @@ def test_only_a_finished_decided_backtest_may_be_approved(
 ):
     backtest = make_backtest(submit(), **kwargs)
     before = counts()
-    with pytest.raises(backtest_services.ReviewRefused, match=message):
+    with pytest.raises(backtest_errors.ReviewRefused, match=message):
         approve(backtest, users)
     assert counts() == before
 
@@ -82,12 +85,12 @@ def test_a_backtest_is_reviewed_once_and_only_the_latest(submit, make_backtest, 
     proposal = submit()
     old = make_backtest(proposal)
     approve(old, users)
-    with pytest.raises(backtest_services.ReviewRefused, match="already reviewed"):
+    with pytest.raises(backtest_errors.ReviewRefused, match="already reviewed"):
         approve(old, users)
     newer = make_backtest(proposal)
     older_unreviewed = make_backtest(proposal, digest="x")
     assert older_unreviewed.pk > newer.pk  # created last, so it is the latest
-    with pytest.raises(backtest_services.ReviewRefused, match="not the proposal's latest"):
+    with pytest.raises(backtest_errors.ReviewRefused, match="not the proposal's latest"):
         approve(newer, users)
 
 
@@ -96,14 +99,14 @@ def test_only_a_reviewer_may_review(submit, make_backtest, users, counts, role):
     backtest = make_backtest(submit())
     before = counts()
     with pytest.raises(AccessDenied):
-        backtest_services.backtest_review(
+        review_services.backtest_review(
             backtest=backtest, reviewer=users[role], verdict="approve", comment=""
         )
     assert counts() == before
 
 
 def test_promotion_makes_the_version_current_and_keeps_history(project, ready, users):
-    promotion = services.proposal_promote(proposal=ready, lead=users["lead"])
+    promotion = promotions.proposal_promote(proposal=ready, lead=users["lead"])
     assert (promotion.sequence, promotion.frame_version, promotion.promoted_by) == (
         2,
         ready.frame_version,
@@ -122,22 +125,22 @@ def test_promotion_makes_the_version_current_and_keeps_history(project, ready, u
         "previous_version": 1,
         "sequence": 2,
     }
-    with pytest.raises(services.PromotionRefused, match="already promoted"):
-        services.proposal_promote(proposal=ready, lead=users["lead"])
+    with pytest.raises(proposal_errors.PromotionRefused, match="already promoted"):
+        promotions.proposal_promote(proposal=ready, lead=users["lead"])
 
 
 @pytest.mark.parametrize("role", ["reviewer", "auditor", "outsider", "root"])
 def test_only_a_lead_may_promote(ready, users, counts, role):
     before = counts()
     with pytest.raises(AccessDenied):
-        services.proposal_promote(proposal=ready, lead=users[role])
+        promotions.proposal_promote(proposal=ready, lead=users[role])
     assert counts() == before
 
 
 def _refused(proposal, users, counts, match):
     before = counts()
-    with pytest.raises(services.PromotionRefused, match=match):
-        services.proposal_promote(proposal=proposal, lead=users["lead"])
+    with pytest.raises(proposal_errors.PromotionRefused, match=match):
+        promotions.proposal_promote(proposal=proposal, lead=users["lead"])
     assert counts() == before
     assert Proposal.objects.get(pk=proposal.pk).state != "promoted"
 
@@ -203,7 +206,7 @@ def test_a_proposal_over_a_superseded_base_is_refused(submit, make_backtest, use
     first, second = submit(), submit({"class_pull": 4})
     for proposal in (first, second):
         approve(make_backtest(proposal), users)
-    services.proposal_promote(proposal=first, lead=users["lead"])
+    promotions.proposal_promote(proposal=first, lead=users["lead"])
     # promoting the second would silently undo the first: it must be resubmitted over v2
     _refused(Proposal.objects.get(pk=second.pk), users, counts, "v2 is current now")
 
@@ -214,8 +217,8 @@ def test_a_lost_sequence_race_is_a_clear_error_and_writes_nothing(
     # both attempts passed the checks; the other one committed sequence 2 first
     monkeypatch.setattr(authority_services, "next_promotion_sequence", lambda project: 1)
     before = counts()
-    with pytest.raises(services.PromotionConflict, match="another promotion"):
-        services.proposal_promote(proposal=ready, lead=users["lead"])
+    with pytest.raises(proposal_errors.PromotionConflict, match="another promotion"):
+        promotions.proposal_promote(proposal=ready, lead=users["lead"])
     assert counts() == before
     assert Proposal.objects.get(pk=ready.pk).state == "approved"
 
@@ -224,10 +227,10 @@ def test_the_audit_row_shares_the_promotion_transaction(ready, users, counts, mo
     def broken(**kwargs):
         raise RuntimeError("audit store down")
 
-    monkeypatch.setattr(services, "audit_record", broken)
+    monkeypatch.setattr(promotions, "audit_record", broken)
     before = counts()
     with pytest.raises(RuntimeError):
-        services.proposal_promote(proposal=ready, lead=users["lead"])
+        promotions.proposal_promote(proposal=ready, lead=users["lead"])
     assert counts() == before
 
 
@@ -246,8 +249,8 @@ def test_two_concurrent_promotions_exactly_one_wins(
     def attempt(proposal):
         try:
             barrier.wait(timeout=10)
-            outcomes.append(services.proposal_promote(proposal=proposal, lead=users["lead"]))
-        except services.PromotionRefused as error:
+            outcomes.append(promotions.proposal_promote(proposal=proposal, lead=users["lead"]))
+        except proposal_errors.PromotionRefused as error:
             outcomes.append(error)
         finally:
             connection.close()
@@ -259,7 +262,7 @@ def test_two_concurrent_promotions_exactly_one_wins(
         thread.join(timeout=30)
     assert len(outcomes) == 2
     assert sum(isinstance(o, Promotion) for o in outcomes) == 1
-    assert sum(isinstance(o, services.PromotionRefused) for o in outcomes) == 1
+    assert sum(isinstance(o, proposal_errors.PromotionRefused) for o in outcomes) == 1
     assert list(Promotion.objects.filter(project=project).values_list("sequence", flat=True)) == [
         1,
         2,
@@ -285,5 +288,5 @@ def test_sync_state_follows_the_latest_backtest_review_and_promotion(submit, mak
     make_backtest(proposal, status="error", decided=False)
     assert state() == "proposed"
     approve(make_backtest(proposal), users)
-    services.proposal_promote(proposal=Proposal.objects.get(pk=proposal.pk), lead=users["lead"])
+    promotions.proposal_promote(proposal=Proposal.objects.get(pk=proposal.pk), lead=users["lead"])
     assert state() == "promoted"

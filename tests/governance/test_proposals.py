@@ -7,8 +7,9 @@ import pytest
 from authority.access import AccessDenied
 from authority.models import AuditEntry, FrameVersion
 from authority.selectors import current_frame_version
-from governance import services
 from governance.models import Proposal
+from governance.proposals import errors as proposal_errors
+from governance.proposals import services
 
 
 def test_submit_stores_a_new_version_over_the_current_one(project, users, submit, counts):
@@ -60,7 +61,7 @@ def test_submit_stores_a_new_version_over_the_current_one(project, users, submit
 )
 def test_invalid_proposals_name_the_field_and_write_nothing(submit, counts, patch, where):
     before = counts()
-    with pytest.raises(services.ProposalInvalid) as caught:
+    with pytest.raises(proposal_errors.ProposalInvalid) as caught:
         submit(patch)
     assert [issue.where for issue in caught.value.issues] == [where]
     assert where in str(caught.value)
@@ -116,6 +117,6 @@ def test_a_stale_base_is_refused(project, submit, counts):
         project=project, frame_version=FrameVersion.objects.get(number=2), sequence=2
     )
     before = counts()
-    with pytest.raises(services.ProposalInvalid, match="was promoted since"):
+    with pytest.raises(proposal_errors.ProposalInvalid, match="was promoted since"):
         submit(expected_base=stale)
     assert counts() == before

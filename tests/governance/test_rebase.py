@@ -10,13 +10,19 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
+from authority import errors as authority_errors
 from authority.access import AccessDenied
 from authority.models import AuditEntry
 from authority.selectors import current_frame_version
+from backtest import errors as backtest_errors
 from backtest import services as backtest_services
 from backtest.models import Approval
-from governance import frames, selectors, services
+from backtest.review import services as review_services
 from governance.models import Proposal, ProposalClosure
+from governance.proposals import errors as proposal_errors
+from governance.proposals import promotion, services
+from governance.proposals import selectors as proposal_selectors
+from rules import frame_patch as frames
 from tests.api.conftest import ApiClient, assert_problem
 
 pytestmark = pytest.mark.django_db
@@ -33,9 +39,9 @@ def promote(make_backtest, users):
 
     def run(proposal):
         backtest = make_backtest(proposal)
-        backtest_services.backtest_review(backtest=backtest, reviewer=users["reviewer"], verdict="approve",
+        review_services.backtest_review(backtest=backtest, reviewer=users["reviewer"], verdict="approve",
                                           comment="fine")
-        return services.proposal_promote(proposal=Proposal.objects.get(pk=proposal.pk), lead=users["lead"])
+        return promotion.proposal_promote(proposal=Proposal.objects.get(pk=proposal.pk), lead=users["lead"])
 
     return run
 
@@ -71,12 +77,13 @@ def test_a_stale_proposal_rebases_cleanly_as_a_new_proposal_that_supersedes_it(
 ):
     stale = submit(patch=RULES_FIRST, title="Rules first")
     # a reviewer had approved the stale one: that approval must not follow the change
-    backtest_services.backtest_review(
+    review_services.backtest_review(
         backtest=make_backtest(stale), reviewer=users["reviewer"], verdict="approve", comment="ok"
     )
     landed = promote(submit(patch=PULL, title="More pull"))
     current = landed.frame_version
-    assert selectors.stale_reason(_fresh(stale), current=selectors.current_with_proposal(project=stale.project)) == (
+    current_now = proposal_selectors.current_with_proposal(project=stale.project)
+    assert proposal_selectors.stale_reason(_fresh(stale), current=current_now) == (
         f'v{current.number} was promoted from proposal #{landed.frame_version.proposal.pk} "More pull" after it '
         "was written over v1; no key it changes moved to another value, so it rebases cleanly"
     )
@@ -91,13 +98,13 @@ def test_a_stale_proposal_rebases_cleanly_as_a_new_proposal_that_supersedes_it(
     old = _fresh(stale)
     assert old.state == "closed"
     assert old.closure.superseded_by_id == rebased.pk and f"as proposal #{rebased.pk}" in old.closure.reason
-    assert selectors.promotion_blockers(proposal=old) == ["this proposal is closed"]
+    assert proposal_selectors.promotion_blockers(proposal=old) == ["this proposal is closed"]
     actions = list(AuditEntry.objects.filter(action__startswith="proposal.").values_list("action", flat=True))
     assert {"proposal.rebased", "proposal.closed", "proposal.stale"} <= set(actions)
     # the old one is done: nothing more can start on it
-    with pytest.raises(backtest_services.BacktestRefused, match="closed"):
+    with pytest.raises(backtest_errors.BacktestRefused, match="closed"):
         backtest_services.backtest_enqueue(proposal=old, requested_by=users["lead"])
-    with pytest.raises(services.GovernanceError, match="closed"):
+    with pytest.raises(authority_errors.GovernanceError, match="closed"):
         services.proposal_rebase(proposal=old, author=users["lead"])
 
 
@@ -106,14 +113,14 @@ def test_a_conflict_is_shown_and_must_be_resolved_per_key(submit, users, promote
     promote(submit(patch=RESULTS_FIRST, title="Results first"))
 
     before = counts()
-    with pytest.raises(services.RebaseConflict) as refused:
+    with pytest.raises(proposal_errors.RebaseConflict) as refused:
         services.proposal_rebase(proposal=stale, author=users["lead"])
     assert [c.key for c in refused.value.conflicts] == ["work_types.implementation-review"]
     assert "v3 also changed work_types.implementation-review" in str(refused.value)
     assert counts() == before  # nothing written
 
     # keeping the current value leaves nothing to change: said, and still nothing written
-    with pytest.raises(services.ProposalInvalid, match="already holds everything"):
+    with pytest.raises(proposal_errors.ProposalInvalid, match="already holds everything"):
         services.proposal_rebase(
             proposal=stale, author=users["lead"], resolutions={"work_types.implementation-review": "theirs"}
         )
@@ -132,7 +139,7 @@ def test_only_a_lead_rebases_and_a_current_proposal_has_nothing_to_rebase(submit
     proposal = submit()
     with pytest.raises(AccessDenied):
         services.proposal_rebase(proposal=proposal, author=users["reviewer"])
-    with pytest.raises(services.GovernanceError, match="nothing to rebase"):
+    with pytest.raises(authority_errors.GovernanceError, match="nothing to rebase"):
         services.proposal_rebase(proposal=proposal, author=users["lead"])
 
 
@@ -154,7 +161,7 @@ def test_the_link_between_proposals_is_as_immutable_as_the_rest(submit, users, p
 def test_a_lead_closes_an_open_proposal_with_a_reason(submit, users, counts):
     proposal = submit()
     before = counts()
-    with pytest.raises(services.ProposalInvalid, match="needs a reason"):
+    with pytest.raises(proposal_errors.ProposalInvalid, match="needs a reason"):
         services.proposal_close(proposal=proposal, lead=users["lead"], reason="  ")
     for who in ("reviewer", "auditor"):
         with pytest.raises(AccessDenied):
@@ -165,7 +172,7 @@ def test_a_lead_closes_an_open_proposal_with_a_reason(submit, users, counts):
     assert closed.state == "closed" and closed.closure.reason == "superseded by the new taxonomy"
     entry = AuditEntry.objects.get(action="proposal.closed")
     assert entry.actor == users["lead"] and entry.payload["reason"] == "superseded by the new taxonomy"
-    with pytest.raises(services.GovernanceError, match="is closed"):
+    with pytest.raises(authority_errors.GovernanceError, match="is closed"):
         services.proposal_close(proposal=closed, lead=users["lead"], reason="again")
 
 
@@ -175,17 +182,17 @@ def test_a_lead_closes_an_open_proposal_with_a_reason(submit, users, counts):
 def test_a_rollback_is_one_action_that_proposes_the_earlier_frame(submit, users, promote, counts, project):
     v1 = current_frame_version(project=project)
     promote(submit(patch=PULL))
-    rollback = services.proposal_rollback(project=v1.project, author=users["lead"], to_version=v1)
+    rollback = promotion.proposal_rollback(project=v1.project, author=users["lead"], to_version=v1)
     assert (rollback.kind, rollback.restores_id, rollback.title) == ("rollback", v1.pk, "Roll back to v1")
     assert rollback.patch == {"class_pull": 3}
     assert rollback.frame_version.snapshot == v1.snapshot
     assert rollback.state == "proposed"  # backtested and reviewed like any other before it lands
     before = counts()
     current = current_frame_version(project=v1.project)
-    with pytest.raises(services.ProposalInvalid, match="is the current version already"):
-        services.proposal_rollback(project=v1.project, author=users["lead"], to_version=current)
+    with pytest.raises(proposal_errors.ProposalInvalid, match="is the current version already"):
+        promotion.proposal_rollback(project=v1.project, author=users["lead"], to_version=current)
     with pytest.raises(AccessDenied):
-        services.proposal_rollback(project=v1.project, author=users["reviewer"], to_version=v1)
+        promotion.proposal_rollback(project=v1.project, author=users["reviewer"], to_version=v1)
     assert counts() == before
 
 
@@ -198,7 +205,7 @@ def test_open_proposals_touching_the_same_keys_are_shown_and_promotion_makes_the
     first = submit(patch=RULES_FIRST, title="Rules first")
     second = submit(patch=RESULTS_FIRST, title="Results first")
     apart = submit(patch=PULL, title="More pull")
-    found = selectors.open_conflicts(selectors.open_proposals(project=first.project))
+    found = proposal_selectors.open_conflicts(proposal_selectors.open_proposals(project=first.project))
     assert [(c.proposal.pk, c.keys) for c in found[first.pk]] == [(second.pk, ("work_types.implementation-review",))]
     assert apart.pk not in found
 
@@ -263,7 +270,7 @@ def test_the_pages_close_and_roll_back(client, submit, users, promote, project):
 
 @pytest.fixture
 def lead_api(client, users, project):
-    from governance import tokens
+    from governance.tokens import services as tokens
 
     secret = tokens.token_create(user=users["lead"], name="t", project=project, role="lead", days=30).secret
     return ApiClient(client, secret)

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from authority.models import AuditEntry
 from authority.selectors import current_frame_version
-from backtest import services as backtest_services
+from backtest.review import services as review_services
 from governance.forms import ProposeForm
 from governance.models import Proposal
 
@@ -85,13 +85,13 @@ def test_version_history_lists_every_version_with_parent(client, project, users,
 def test_version_history_nests_drafts_under_their_proposals_under_the_promoted_version(
     client, project, users, submit, make_backtest
 ):
-    from backtest import services as backtest_services
-    from governance import services
+    from backtest.review import services as review_services
+    from governance.proposals import promotion
 
     promoted = submit(title="Prefer rules")  # v2, promoted below
     backtest = make_backtest(promoted)
-    backtest_services.backtest_review(backtest=backtest, reviewer=users["reviewer"], verdict="approve")
-    services.proposal_promote(proposal=promoted, lead=users["lead"])
+    review_services.backtest_review(backtest=backtest, reviewer=users["reviewer"], verdict="approve")
+    promotion.proposal_promote(proposal=promoted, lead=users["lead"])
     stale = submit({"class_pull": 5}, title="Widen the pull")  # v3 over v2
     html = login(client, users["auditor"]).get(reverse("project-detail", args=["alpha"])).content.decode()
     history = html.split('id="history"')[1].split("</table>")[0]
@@ -248,7 +248,7 @@ def test_review_post_by_a_non_reviewer_is_403_and_writes_nothing(
 @pytest.mark.parametrize("role", ["auditor", "reviewer", "root", "outsider"])
 def test_promote_post_by_a_non_lead_is_403_and_writes_nothing(client, users, counts, tested, role):
     proposal, backtest = tested
-    backtest_services.backtest_review(
+    review_services.backtest_review(
         backtest=backtest, reviewer=users["reviewer"], verdict="approve", comment=""
     )
     before = counts()

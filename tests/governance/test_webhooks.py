@@ -11,10 +11,10 @@ import pytest
 from django.urls import reverse
 
 from authority.access import AccessDenied
+from authority.errors import InputRefused
 from authority.models import AuditEntry
-from governance import webhooks
 from governance.models import WebhookDelivery
-from governance.services import InputRefused
+from governance.webhooks import services as webhooks
 from tests.receiver import Receiver
 
 pytestmark = pytest.mark.django_db

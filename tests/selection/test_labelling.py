@@ -96,7 +96,7 @@ def test_the_queue_lists_unlabelled_real_traffic_and_the_page_labels_it(client, 
 
 
 def test_the_api_labels_a_trace(client, lab, people):
-    from governance import tokens
+    from governance.tokens import services as tokens
 
     trace = lab.select().trace
     unit = _units(trace, 1)[0]
@@ -135,7 +135,7 @@ def test_every_evaluation_names_the_task_set_version_it_ran_on(client, lab, peop
     # the list compares runs over time: it says plainly that the tasks changed between them
     assert "These evaluations ran on different task sets (tlab v1; tlab v2)" in listed
 
-    from governance import tokens
+    from governance.tokens import services as tokens
 
     api = ApiClient(
         client, tokens.token_create(user=people["lead"], name="t", project=lab.project, role="lead", days=30).secret

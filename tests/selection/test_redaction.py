@@ -166,7 +166,7 @@ def test_trace_and_search_exports_redact(wide, traces, client, fmt):
 
 
 def test_the_api_and_mcp_documents_redact(wide, traces, client):
-    from governance import tokens
+    from governance.tokens import services as tokens
     from selection.traces.api import trace_document
 
     roomy, tight = traces
@@ -202,7 +202,10 @@ def test_the_api_and_mcp_documents_redact(wide, traces, client):
 
 
 def test_evaluation_and_backtest_pages_and_api_redact(wide, traces, client):
+    from backtest import judging
     from backtest import services as backtest_services
+    from backtest.replay import dispatch
+    from backtest.replay import services as replays
     from governance.models import Proposal
     from selection.evaluation.ladder import evaluation_run
 
@@ -212,9 +215,9 @@ def test_evaluation_and_backtest_pages_and_api_redact(wide, traces, client):
         proposal=Proposal.objects.get(uid="notes-first"), requested_by=None, shadow=0
     )
     for task_id in backtest.task_ids:
-        for side in backtest_services.replay_sides(backtest):
-            backtest_services.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
-    backtest_services.backtest_finish(backtest_id=backtest.pk)
+        for side in dispatch.replay_sides(backtest):
+            replays.replay_one(backtest_id=backtest.pk, task_id=task_id, side=side)
+    judging.backtest_finish(backtest_id=backtest.pk)
 
     client.force_login(wide["reader"])
     assert_redacted("evaluation page", _get(client, reverse("evaluation-detail", args=[evaluation.pk])), ids=())
@@ -222,7 +225,7 @@ def test_evaluation_and_backtest_pages_and_api_redact(wide, traces, client):
     assert_redacted("proposal page", _get(client, reverse("proposal-detail", args=[backtest.proposal_id])), ids=())
     for run in evaluation.runs.filter(trace__admitted__contains=["o1"]).select_related("trace")[:1]:
         assert_redacted("evaluation run's trace", _get(client, reverse("trace-detail", args=[run.trace_id])))
-    from governance import tokens
+    from governance.tokens import services as tokens
 
     secret = tokens.token_create(user=wide["reader"], name="agent", project=None, role=None).secret
     response = client.get(f"/api/v1/evaluations/{evaluation.pk}", headers={"Authorization": f"Bearer {secret}"})

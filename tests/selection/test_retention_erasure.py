@@ -92,7 +92,7 @@ def test_retention_expires_old_traces_by_origin_and_the_chain_still_verifies(lab
 def test_celery_beat_runs_the_same_retention_daily(lab, people):
     from django.conf import settings
 
-    from governance.celery import app
+    from config.celery import app
     from selection import tasks
     from selection.traces.retention import retention_policy_set
 

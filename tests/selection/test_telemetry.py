@@ -50,10 +50,11 @@ def test_an_import_and_a_selection_emit_spans_with_their_counts(spans, sift_user
 
 def test_a_backtest_replay_emits_a_span(spans, sift):  # noqa: F811
     from backtest import services
+    from backtest.replay import services as replays
     from governance.models import Proposal
 
     backtest = services.backtest_enqueue(proposal=Proposal.objects.get(uid="looser-stop-rule"), requested_by=None)
-    replay = services.replay_one(backtest_id=backtest.pk, task_id=backtest.task_ids[0], side="candidate")
+    replay = replays.replay_one(backtest_id=backtest.pk, task_id=backtest.task_ids[0], side="candidate")
     [span] = _named(spans, "fg.backtest.replay")
     a = span.attributes
     assert (a["fg.project"], a["fg.side"], a["fg.trace_id"]) == ("sift", "candidate", replay.trace_id)

@@ -735,7 +735,7 @@ def test_a_recorded_failed_answer_on_good_context_is_attributed_e6(lab, people):
 
 
 def test_an_agent_reports_a_failed_answer_through_the_api_and_the_trace_reads_e6(lab, people, client):
-    from governance import tokens
+    from governance.tokens import services as tokens
     from selection.traces.selectors import trace_explained
 
     trace = _good_context_trace(lab)

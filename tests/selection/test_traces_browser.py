@@ -40,8 +40,9 @@ def _backtest_page(lab) -> str | None:
     """
     try:
         url = reverse("backtest-detail", args=[0])
-        from backtest import services as backtests
+        from backtest import judging
         from backtest.models import Backtest
+        from backtest.replay import services as replays
     except (NoReverseMatch, ImportError):
         return None
     from governance.models import Proposal
@@ -59,8 +60,8 @@ def _backtest_page(lab) -> str | None:
         status="running",
     )
     for side in ("baseline", "candidate"):
-        backtests.replay_one(backtest_id=backtest.pk, task_id=lab.task.pk, side=side)
-    backtests.backtest_finish(backtest_id=backtest.pk)
+        replays.replay_one(backtest_id=backtest.pk, task_id=lab.task.pk, side=side)
+    judging.backtest_finish(backtest_id=backtest.pk)
     return url.replace("/0/", f"/{backtest.pk}/")
 
 

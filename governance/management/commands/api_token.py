@@ -1,6 +1,6 @@
 """`python manage.py api_token USER [--project P --role R] [--days N] [--name NAME]`: create a token.
 
-The same service as the API tokens page (governance.tokens.token_create): the scope must be a role
+The same service as the API tokens page (tokens.services.token_create): the scope must be a role
 USER holds, creation is audited, and the secret is printed once, alone on stdout, for scripts.
 """
 
@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from authority import access
-from governance import tokens
+from governance.tokens import services as tokens
 from selection.models import Project
 
 

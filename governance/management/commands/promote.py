@@ -5,9 +5,10 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from authority.access import AccessDenied
-from governance import services
 from governance.management.commands.propose import _user
 from governance.models import Proposal
+from governance.proposals import promotion as promotions
+from governance.proposals.errors import PromotionRefused
 
 
 class Command(BaseCommand):
@@ -24,10 +25,10 @@ class Command(BaseCommand):
         except Proposal.DoesNotExist:
             raise CommandError(f"no proposal {proposal}") from None
         try:
-            promotion = services.proposal_promote(proposal=proposal_row, lead=lead)
+            promotion = promotions.proposal_promote(proposal=proposal_row, lead=lead)
         except AccessDenied as error:
             raise CommandError(f"access denied: {error}") from error
-        except services.PromotionRefused as error:
+        except PromotionRefused as error:
             raise CommandError(
                 "\n".join(["promotion refused:", *(f"  {r}" for r in error.reasons)])
             ) from error

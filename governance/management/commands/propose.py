@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from authority.access import AccessDenied
-from governance import services
+from governance.proposals import services
+from governance.proposals.errors import ProposalInvalid
 from selection.models import Project
 
 
@@ -48,7 +49,7 @@ class Command(BaseCommand):
             )
         except AccessDenied as error:
             raise CommandError(f"access denied: {error}") from error
-        except services.ProposalInvalid as error:
+        except ProposalInvalid as error:
             raise CommandError(
                 "proposal refused:\n" + "\n".join(f"  {issue}" for issue in error.issues)
             ) from error
