@@ -28,13 +28,9 @@ from selection.evaluation.scoring import ledgers_for_tasks
 from selection.memory import store
 from selection.models import Task, TraceTombstone
 from selection.serving.framing import FramingError, task_work_frame
-from selection.serving.selections import (
-    SelectionInputs,
-    TraceEntry,
-    embed_queries,
-    selection_run,
-    traces_write,
-)
+from selection.serving.query_vectors import embed_queries
+from selection.serving.selections import SelectionInputs, selection_run
+from selection.traces.recording import TraceEntry, traces_write
 
 from ..errors import BacktestError
 from ..models import (

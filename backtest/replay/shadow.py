@@ -11,7 +11,8 @@ from django.db import IntegrityError, transaction
 from selection.engine.metrics import leakage
 from selection.memory import store
 from selection.models import Project, Trace
-from selection.serving.selections import SelectionError, selection_run, trace_write
+from selection.serving.selections import SelectionError, selection_run
+from selection.traces.recording import trace_write
 from selection.traces.selectors import stored_inputs
 
 from ..errors import BacktestError, BacktestRefused
