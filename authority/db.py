@@ -48,7 +48,7 @@ def append_only_but_tombstones(
     the tombstoning service does, and turns it off again before it returns), (2) the row's trace
     already has a row in `tombstones` saying what changed and the content digests around it, and
     (3) for an UPDATE, none of the `immutable` columns changes. `allow` is "UPDATE" or "DELETE".
-    Everything else is refused as before.
+    Every other change is refused, as append_only refuses it.
     """
     function = f"{table}_append_only"
     row = "OLD"

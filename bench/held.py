@@ -7,9 +7,10 @@ asks the serving function for one selection. Stage times come from the StageTimi
 passes (CpuTimings: wall clock and thread CPU time of every stage), never from a clock of the bench's
 own around the call.
 
-The serving function lives in the selection app, so a part run alone (`python -m bench.<part>`) and
-the index restart's child process set Django up first (django_ready); nothing else of Django runs:
-no database is read or written.
+The serving function lives in the selection app and needs Django's app registry, so importing this
+module sets Django up as manage.py does when nothing has yet (a part run alone, `python -m
+bench.parts.<part>`, and the index restart's child process); nothing else of Django runs: no
+database is read or written.
 """
 
 from __future__ import annotations
@@ -29,9 +30,24 @@ if TYPE_CHECKING:
     from selection.engine.index import CorpusIndex
     from selection.engine.outputs import SelectionResult
     from selection.engine.types import EngineConfig, ProjectFrame
-    from selection.serving.serve import HeldCorpus
 
 SETTINGS_MODULE = "config.settings"  # what manage.py sets
+
+
+def django_ready() -> None:
+    """Set Django up as manage.py does, unless it is: the serving function needs the app registry."""
+    from django.apps import apps
+
+    if not apps.ready:
+        import django
+
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", SETTINGS_MODULE)
+        django.setup()
+
+
+django_ready()
+
+from selection.serving.serve import HeldCorpus, select_for_user  # noqa: E402 (needs the registry)
 
 
 @dataclass(frozen=True)
@@ -60,25 +76,12 @@ def task_asks(tasks: Iterable[BenchTask], condition: str) -> list[Ask]:
     ]
 
 
-def django_ready() -> None:
-    """Set Django up as manage.py does, unless it is: the serving function needs the app registry."""
-    from django.apps import apps
-
-    if not apps.ready:
-        import django
-
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", SETTINGS_MODULE)
-        django.setup()
-
-
 def held(
     frames: Mapping[str, ProjectFrame], index: CorpusIndex, asks: Iterable[Ask], *,
     config: EngineConfig | None = None,
 ) -> HeldCorpus:
     """The corpus the asks are served from: its frames, `index`, every ask's vectors by query (a
     query asked twice with other vectors is refused) and the engine configuration."""
-    from selection.serving.serve import HeldCorpus
-
     vectors: dict[str, tuple] = {}
     for ask in asks:
         pair = (ask.query_vector, ask.objective_vector)
@@ -89,8 +92,6 @@ def held(
 
 def serve(corpus: HeldCorpus, ask: Ask, timings: StageTimings | None = None) -> SelectionResult:
     """One selection through the serving function (source "bench"), timed into `timings`."""
-    from selection.serving.serve import select_for_user
-
     return select_for_user(
         user=None, project_slug=ask.project, query=ask.query, objective=ask.objective,
         work_type=ask.work_type, budget_tokens=ask.budget_tokens, condition=ask.condition,

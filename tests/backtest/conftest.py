@@ -1,6 +1,6 @@
 """Backtest fixtures: the context-lab corpus imported for real, users of sift, a real Celery worker.
 
-The worker is a separate process (`celery -A governance worker --pool=solo`) on this test run's
+The worker is a separate process (`celery -A config worker --pool=solo`) on this test run's
 queue and test database: it sees only committed rows, so tests that need it are transactional.
 """
 
@@ -112,7 +112,7 @@ def celery_worker_process(django_db_setup, tmp_path_factory):
         "PYTHONUNBUFFERED": "1",
     }
     command = [
-        sys.executable, "-m", "celery", "-A", "governance", "worker",
+        sys.executable, "-m", "celery", "-A", "config", "worker",
         "--concurrency=1", "--pool=solo", "-Q", queue, f"--hostname={hostname}",
         "--loglevel=WARNING", "--without-gossip", "--without-mingle",
     ]  # fmt: skip

@@ -44,7 +44,7 @@ def start_worker(queue: str, log_path) -> tuple[subprocess.Popen, str]:
         "PYTHONUNBUFFERED": "1",
     }
     command = [
-        sys.executable, "-m", "celery", "-A", "governance", "worker", "--concurrency=1", "--pool=solo",
+        sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency=1", "--pool=solo",
         "-Q", queue, f"--hostname={hostname}", "--loglevel=WARNING", "--without-gossip", "--without-mingle",
     ]  # fmt: skip
     with open(log_path, "ab") as out:
