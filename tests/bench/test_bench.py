@@ -103,8 +103,9 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     # the scope's own BM25 statistics: the project's bundles in the store are its bundles alone
     assert scoped["recall_store"] == scoped["recall_alone"] and scoped["same_bundle"] == 1.0
     assert scoped["out_of_scope_skipped"] > 0  # the unscoped lexical list's other projects' hits
+    # the ratio is rounded to 3 decimals: a small one (a loaded machine's slow alone side) is off by that much
     assert scoped["p95_ratio"] == pytest.approx(
-        scoped["store"]["p95_ms"] / scoped["alone"]["p95_ms"], rel=1e-2)
+        scoped["store"]["p95_ms"] / scoped["alone"]["p95_ms"], rel=1e-2, abs=5e-4)
     assert {check["target"] for check in doc["targets"]} >= {
         "|C6 must-include recall in a 100-project store of 4000 units - alone|",
         "C6 bundles in a 100-project store of 4000 units identical to alone (share)",
