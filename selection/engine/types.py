@@ -162,7 +162,7 @@ class AdmissionPolicy(Serialisable):
     work type's preference order: the bucket of tier t (0 = most preferred) admits at most
     ceil(tier_cap / (t + 1)) items, so the preferred class keeps its room and the classes the work
     type ranks further down contribute their strongest one or two. The unlisted bucket keeps its
-    own `unlisted` cap. 5 was set on fixtures/context-lab (docs/results.md, section 6).
+    own `unlisted` cap. 5 was set on fixtures/context-lab (docs/results.md, "Where precision stops").
 
     unlisted_floor (under "relative"; None: no floor): an item of the unlisted bucket (a class the
     work type does not ask for, eligible on query support alone) is stopped unless both the query
@@ -330,7 +330,7 @@ class EngineConfig:
     # out-of-scope hits never take a place in the pool (off: they take their places and eligibility
     # rules them out). Left off: on, context-lab's C6 recall holds but its precision falls (0.576
     # -> 0.570) and the book's C6 recall falls (0.902 -> 0.879), the freed places going to in-scope
-    # units that take the budget from required ones (docs/results.md section 6.1)
+    # units that take the budget from required ones (docs/results.md, "Where precision stops")
     scope_at_retrieval: bool = False
     # a scoped search's lexical and dense lists are cut at the pool size before they are fused
     # (retrieval._scoped_depth): a scope has no other projects to take the lists' extra depth
