@@ -5,14 +5,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from selection.engine.types import Unit
+from selection.engine.types import ProjectFrame, Unit
 
-if TYPE_CHECKING:
-    from bench.generator import SyntheticCorpus
+
+class TaskSource(Protocol):
+    """What tasks are written from: a generated corpus's units and vectors, each unit's topic and
+    project, the projects' slugs and frames, the topics' centres, the shared direction, the standpoint."""
+
+    units: list[Unit]
+    vectors: np.ndarray
+    topics: np.ndarray
+    unit_projects: np.ndarray
+    slugs: list[str]
+    frames: dict[str, ProjectFrame]
+    centres: np.ndarray
+    shared: np.ndarray
+    standpoint: datetime
 
 DIMENSION = 384  # all-MiniLM-L6-v2
 
@@ -52,7 +64,7 @@ def written_from(rng: np.random.Generator, units: list[Unit], rows) -> str:
 def corpus_tasks(
     rng: np.random.Generator,
     count: int,
-    corpus: SyntheticCorpus,
+    corpus: TaskSource,
     *,
     only_project: int | None = None,
     prefix: str = "t",
