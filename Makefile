@@ -62,7 +62,7 @@ test-engine: $(STAMP) ## run the engine tests alone (no Django, no database, sec
 	$(VENV)/bin/pytest tests/selection/engine -p no:django -W ignore::pytest.PytestConfigWarning
 
 lint: $(STAMP) ## ruff over the project and the import-layer contracts (lint-imports)
-	$(VENV)/bin/ruff check config authority governance selection backtest bench tests
+	$(VENV)/bin/ruff check config rules authority governance selection backtest bench tests scripts
 	$(VENV)/bin/lint-imports
 
 evaluate: $(STAMP) ## run the C0..C6 + oracle ladder on the fixture corpus
