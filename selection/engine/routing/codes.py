@@ -49,7 +49,6 @@ class LocalCode(StrEnum):
     """What happened to a private (local overlay) unit."""
 
     LOCAL_ADDED = "LOCAL_ADDED"
-    LOCAL_EXCLUDED = "LOCAL_EXCLUDED"  # --no-local
     LOCAL_OVERRIDES_SHARED = "LOCAL_OVERRIDES_SHARED"  # claims a shared root/decision's subject+facet
     LOCAL_SUPERSEDES_SHARED = "LOCAL_SUPERSEDES_SHARED"  # tries to supersede a shared unit
 
