@@ -109,7 +109,7 @@ def test_a_worker_killed_mid_backtest_loses_nothing(sift, tmp_path):
             stop(second)
 
 
-STALE_SECONDS = 25  # the stale rule's limit in this test: well past a replay's time, well under a minute
+STALE_SECONDS = 12  # the stale rule's limit in this test: well past a replay's time, well under a minute
 
 
 @pytest.mark.alone  # it stops the redis that every test shares
