@@ -156,7 +156,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # default is an hour); it must exceed the longest task, so it is kept above the hard time limit
 FG_REPLAY_SOFT_TIME_LIMIT = int(env("FG_REPLAY_SOFT_TIME_LIMIT", "60"))
 FG_REPLAY_TIME_LIMIT = int(env("FG_REPLAY_TIME_LIMIT", "90"))
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(env("FG_VISIBILITY_TIMEOUT", "300"))}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(env("FG_VISIBILITY_TIMEOUT", "300")),
+    # a worker looks for such messages every interval × throttle seconds (kombu's defaults: 10 × 10)
+    "unacked_restore_interval": int(env("FG_UNACKED_RESTORE_INTERVAL", "10")),
+    "unacked_restore_throttle": int(env("FG_UNACKED_RESTORE_THROTTLE", "10")),
+}
 # a queued or running backtest with no new replay for this long is marked failed (stale)
 FG_BACKTEST_STALE_SECONDS = int(env("FG_BACKTEST_STALE_SECONDS", "600"))
 # a backtest's replays go to the workers in chunks of this many (task, side) pairs, each chunk

@@ -3,8 +3,9 @@ broker stopped and restarted in the middle of one loses nothing, or the backtest
 a lead's re-run completes it.
 
 The killed worker's unacknowledged replay returns to the queue after the broker's visibility
-timeout (short here, FG_VISIBILITY_TIMEOUT); a fresh worker finishes the backtest, and every task
-has exactly one replay per side.
+timeout (short here, FG_VISIBILITY_TIMEOUT), at the next sweep of a live worker (every second here,
+FG_UNACKED_RESTORE_INTERVAL × FG_UNACKED_RESTORE_THROTTLE); a fresh worker finishes the backtest,
+and every task has exactly one replay per side.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def start_worker(queue: str, log_path) -> tuple[subprocess.Popen, str]:
         "FG_CELERY_QUEUE": queue,
         "FG_QUIET_EMBEDDED": "1",
         "FG_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+        # kombu sweeps for such messages every 10 × 10 s by default: here every second
+        "FG_UNACKED_RESTORE_INTERVAL": "1",
+        "FG_UNACKED_RESTORE_THROTTLE": "1",
         "PYTHONUNBUFFERED": "1",
     }
     command = [
@@ -105,7 +109,7 @@ def test_a_worker_killed_mid_backtest_loses_nothing(sift, tmp_path):
             stop(second)
 
 
-STALE_SECONDS = 25  # the stale rule's limit in this test: well past a replay's time, well under a minute
+STALE_SECONDS = 12  # the stale rule's limit in this test: well past a replay's time, well under a minute
 
 
 @pytest.mark.alone  # it stops the redis that every test shares
