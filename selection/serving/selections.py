@@ -123,6 +123,28 @@ def frame_for(project: Project, frame_version=None):
     return store.frame_of_version(version.pk, version=version)
 
 
+def work_frame_built(
+    *,
+    builder: str,
+    work_frame: WorkFrame,
+    project: Project | None,
+    project_frame: ProjectFrame,
+    task: Task | None = None,
+) -> WorkFrame:
+    """The WorkFrame `builder` establishes from `work_frame`'s signals ("default": declared when a
+    work type is given, else the frame's configured builder); a framing failure is a SelectionError."""
+    try:
+        return work_frame_establish(
+            builder=builder_for(builder, work_frame, project_frame),
+            project=project,
+            project_frame=project_frame,
+            work_frame=work_frame,
+            task=task,
+        )
+    except FramingError as error:
+        raise SelectionError(str(error)) from error
+
+
 @telemetry.traced_selection
 def run_selection(
     *,
@@ -159,17 +181,10 @@ def run_selection(
     """
     routing = routing or RoutingInputs()
     number, project_frame = frame_for(project, frame_version)
-    try:
-        if builder is not None:
-            work_frame = work_frame_establish(
-                builder=builder_for(builder, work_frame, project_frame),
-                project=project,
-                project_frame=project_frame,
-                work_frame=work_frame,
-                task=task,
-            )
-    except FramingError as error:
-        raise SelectionError(str(error)) from error
+    if builder is not None:
+        work_frame = work_frame_built(
+            builder=builder, work_frame=work_frame, project=project, project_frame=project_frame, task=task
+        )
     if (
         work_frame.establishment == "declared"
         and work_frame.work_type is not None

@@ -24,8 +24,15 @@ from selection.engine.routing.types import RoutingInputs
 from selection.engine.timings import StageTimings
 from selection.engine.types import SIGNAL_KINDS, EngineConfig, ProjectFrame, WorkFrame, WorkSignal
 from selection.models import Project
-from selection.serving.framing import FramingError, builder_for, work_frame_establish
-from selection.serving.selections import Selection, SelectionError, SelectionInputs, run_selection, selection_run
+from selection.serving.framing import FramingError, builder_for
+from selection.serving.selections import (
+    Selection,
+    SelectionError,
+    SelectionInputs,
+    run_selection,
+    selection_run,
+    work_frame_built,
+)
 
 ORACLE = "CO"
 API_SOURCE = "api"
@@ -173,16 +180,11 @@ def _held_selection(
     project_frame = held.frames[project_slug]
     try:
         builder = builder_for(builder, work_frame, project_frame)
-        if builder == "similarity":
-            raise SelectionError("the similarity builder reads the project's past tasks: a held corpus has none")
-        work_frame = work_frame_establish(
-            builder=builder,
-            project=None,
-            project_frame=project_frame,
-            work_frame=work_frame,
-        )
     except FramingError as error:
         raise SelectionError(str(error)) from error
+    if builder == "similarity":
+        raise SelectionError("the similarity builder reads the project's past tasks: a held corpus has none")
+    work_frame = work_frame_built(builder=builder, work_frame=work_frame, project=None, project_frame=project_frame)
     if query not in held.vectors:
         raise SelectionError("the held corpus has no vectors for this query")
     query_vector, objective_vector = held.vectors[query]
