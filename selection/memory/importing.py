@@ -32,9 +32,10 @@ from selection.corpus import (
     read_corpus,
 )
 from selection.memory import embeddings
+from selection.memory.changes import memory_changes_append
 from selection.memory.corpus_parts import ImportedCorpus, corpus_parts
 from selection.memory.generated import links_copy, unit_copy_row, units_copy
-from selection.models import Corpus, LedgerEntry, MemoryUnit, Project, Task, TaskSignal
+from selection.models import Corpus, LedgerEntry, MemoryChangeKind, MemoryUnit, Project, Task, TaskSignal
 
 __all__ = ["CorpusRefused", "corpus_check", "corpus_import"]
 
@@ -246,7 +247,7 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
         projects[spec.slug] = project
         first_versions[spec.slug] = version
 
-    created = _write_units(corpus, projects, data.units, vectors, advanced)
+    created = _write_units(corpus, projects, data.units, vectors, advanced, actor)
 
     for position, spec in enumerate(data.tasks):
         _write_task(corpus, projects[spec.project], created, spec, position)
@@ -285,6 +286,7 @@ def _write_units(
     records: list[UnitRecord],
     vectors: list[Any],
     advanced: Callable[[int], None] | None = None,
+    actor=None,
 ) -> dict[str, int]:
     """COPY the units and their links into `corpus`; returns the units' row ids by unit id.
 
@@ -299,6 +301,14 @@ def _write_units(
             advanced(len(batch))
     created = dict(MemoryUnit.objects.filter(corpus=corpus).values_list("uid", "id"))
     links_copy((record.unit for record in records), created)
+    # one sequence range per import, the units in file order
+    memory_changes_append(
+        corpus.pk,
+        [(created[record.unit.id], MemoryChangeKind.CREATED) for record in records],
+        actor=actor,
+        via="import",
+        batch=corpus.name,
+    )
     return created
 
 

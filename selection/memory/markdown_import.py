@@ -120,7 +120,7 @@ def _reimport(data: CorpusData, project: Project, *, version: int, missing, acto
         )
         project.corpus = corpus
         project.save(update_fields=["corpus"])
-        _write_units(corpus, {project.slug: project}, data.units, vectors)
+        _write_units(corpus, {project.slug: project}, data.units, vectors, actor=actor)
         if frame_changes:
             frame_version = frame_version_create(
                 project=project, snapshot=spec.frame, parent=current, author=actor, origin="import"

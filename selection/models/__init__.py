@@ -16,6 +16,8 @@ from selection.models.memory import (
     LedgerLabel,
     LinkKind,
     LocalUnit,
+    MemoryChange,
+    MemoryChangeKind,
     MemoryUnit,
     OpenLoopKind,
     OpenLoopStatus,
@@ -23,6 +25,7 @@ from selection.models.memory import (
     Task,
     TaskSignal,
     UnitLink,
+    UnitStatus,
 )
 from selection.models.traces import (
     JSONTextField,
@@ -49,6 +52,8 @@ __all__ = [
     "LedgerLabel",
     "LinkKind",
     "LocalUnit",
+    "MemoryChange",
+    "MemoryChangeKind",
     "MemoryUnit",
     "OpenLoopKind",
     "OpenLoopStatus",
@@ -66,4 +71,5 @@ __all__ = [
     "TraceOutcome",
     "TraceTombstone",
     "UnitLink",
+    "UnitStatus",
 ]

@@ -27,9 +27,7 @@ class EvaluationRun(models.Model):
     evaluation = models.ForeignKey(Evaluation, on_delete=models.PROTECT, related_name="runs")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="+")
     condition = models.CharField(max_length=8)
-    variant = models.CharField(
-        max_length=30, default="declared", help_text="declared | misassigned"
-    )
+    variant = models.CharField(max_length=30, default="declared", help_text="declared | misassigned")
     trace = models.ForeignKey(Trace, on_delete=models.PROTECT, related_name="+")
     metrics = models.JSONField(default=dict)
 

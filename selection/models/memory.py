@@ -24,6 +24,8 @@ class Corpus(models.Model):
     # bumped by every change to a unit after import (an erasure): each process's cached engine
     # index of the corpus is rebuilt when it sees a new revision
     revision = models.PositiveIntegerField(default=0)
+    # the memory sequence: the greatest MemoryChange.sequence of the corpus (transaction time)
+    sequence = models.PositiveBigIntegerField(db_default=0)
 
     class Meta:
         ordering = ["name"]
@@ -58,6 +60,12 @@ class OpenLoopKind(models.TextChoices):
     EXPECTATION = "expectation"
 
 
+class UnitStatus(models.TextChoices):
+    ACTIVE = "active"  # selectable
+    CANDIDATE = "candidate"  # written under candidate admission: never selected until admitted
+    DECLINED = "declined"  # a candidate a reviewer declined: never selected
+
+
 class MemoryUnit(models.Model):
     corpus = models.ForeignKey(Corpus, on_delete=models.PROTECT, related_name="units")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="units")
@@ -80,6 +88,11 @@ class MemoryUnit(models.Model):
     # index in migration 0002 covers the default dimension
     embedding = VectorField(null=True, blank=True)
     extras = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=UnitStatus.choices, db_default=UnitStatus.ACTIVE)
+    # transaction time: the sequence of the change that created the unit, and of its latest change
+    created_sequence = models.PositiveBigIntegerField(db_default=0)
+    sequence = models.PositiveBigIntegerField(db_default=0)
+    recorded_at = models.DateTimeField(null=True, blank=True, help_text="when the server stored it")
 
     class Meta:
         ordering = ["corpus_id", "position"]
@@ -109,10 +122,47 @@ class UnitLink(models.Model):
         ordering = ["source_id", "kind", "position"]
         constraints = [
             models.UniqueConstraint(fields=["source", "target", "kind"], name="unit_link_unique"),
-            models.CheckConstraint(
-                condition=~models.Q(source=models.F("target")), name="unit_link_not_self"
-            ),
+            models.CheckConstraint(condition=~models.Q(source=models.F("target")), name="unit_link_not_self"),
         ]
+
+
+class MemoryChangeKind(models.TextChoices):
+    CREATED = "created"  # a unit written (an import, a write, the new unit of a supersession)
+    CHANGED = "changed"  # a unit's fields changed (validity closed, open loop closed or reopened)
+    LINKED = "linked"  # a link from the unit added (supersedes, echo_of, supports, refutes)
+    ADMITTED = "admitted"  # a candidate admitted
+    DECLINED = "declined"  # a candidate declined
+    ERASED = "erased"  # text and title removed; the unit's existence and links stay
+
+
+class MemoryChange(models.Model):
+    """One change of a corpus's memory, append-only: the corpus's memory sequence.
+
+    `sequence` is per corpus, strictly increasing in commit order: it is assigned under a lock of
+    the corpus row (selection.memory.changes.memory_changes_append), so a reader that has seen
+    sequence N has seen every change up to N. `state` is the unit's record after the change (the
+    units.jsonl fields, links included; text and title blank once erased), so memory as of any
+    sequence is the latest state of each unit at or below it.
+    """
+
+    corpus = models.ForeignKey(Corpus, on_delete=models.PROTECT, related_name="changes")
+    sequence = models.PositiveBigIntegerField()
+    recorded_at = models.DateTimeField()
+    unit = models.ForeignKey(MemoryUnit, on_delete=models.PROTECT, related_name="changes")
+    kind = models.CharField(max_length=10, choices=MemoryChangeKind.choices)
+    state = models.JSONField(default=dict)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    via = models.CharField(max_length=20, help_text="import, api, mcp, page, command")
+    batch = models.CharField(max_length=200, blank=True, help_text="the import or request it came in")
+
+    class Meta:
+        ordering = ["corpus_id", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["corpus", "sequence"], name="memory_change_sequence_unique"),
+        ]
+        indexes = [models.Index(fields=["unit", "sequence"])]
 
 
 class Task(models.Model):
@@ -131,6 +181,8 @@ class Task(models.Model):
     # the tasks.yaml `routing:` block as written (corpus format 1.1); null when the task has none
     routing = models.JSONField(null=True, blank=True)
     extras = models.JSONField(default=dict, blank=True)
+    # the memory sequence the task was made at (labelled from a trace, or imported); null: as of now
+    memory_sequence = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["corpus_id", "position"]
@@ -184,9 +236,7 @@ class LocalUnit(models.Model):
     overrides or suppresses shared memory (selection.engine.routing.route.judge_local).
     """
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="local_units"
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="local_units")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="local_units")
     uid = models.CharField("id", max_length=200, help_text=IDENTIFIER_HELP)
     evidence_class = models.CharField(max_length=100, default="preference")
@@ -200,9 +250,7 @@ class LocalUnit(models.Model):
     class Meta:
         ordering = ["project", "user", "uid"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["user", "project", "uid"], name="local_unit_uid_unique_per_user_project"
-            ),
+            models.UniqueConstraint(fields=["user", "project", "uid"], name="local_unit_uid_unique_per_user_project"),
         ]
 
     def __str__(self) -> str:

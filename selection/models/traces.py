@@ -21,13 +21,13 @@ class Trace(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="traces")
     frame_version = models.PositiveIntegerField(help_text="FrameVersion.number of the project")
-    task = models.ForeignKey(
-        Task, on_delete=models.PROTECT, null=True, blank=True, related_name="traces"
-    )
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, null=True, blank=True, related_name="traces")
     condition = models.CharField(max_length=8, db_index=True)
     query = models.TextField()
     standpoint = models.DateTimeField(null=True, blank=True)
     budget_tokens = models.PositiveIntegerField()
+    # the memory sequence of the corpus the selection saw (null: written before memory had one)
+    memory_sequence = models.PositiveBigIntegerField(null=True, blank=True)
     policy_version = models.CharField(max_length=100)
     engine_version = models.CharField(max_length=100)
     bundle_digest = models.CharField(max_length=64, db_index=True)
@@ -36,9 +36,7 @@ class Trace(models.Model):
     # header: project frame snapshot, work frame, retriever configuration, stage summaries
     header = models.JSONField(default=dict)
     bundle = models.JSONField(default=dict)
-    source = models.CharField(
-        max_length=30, default="select", help_text="select | evaluation | backtest | api"
-    )
+    source = models.CharField(max_length=30, default="select", help_text="select | evaluation | backtest | api")
     chain_position = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="1, 2, ... within the project; null: written before the chain"
     )
@@ -51,9 +49,7 @@ class Trace(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["project", "frame_version", "-created_at"])]
         constraints = [
-            models.UniqueConstraint(
-                fields=["project", "chain_position"], name="trace_chain_position_unique"
-            ),
+            models.UniqueConstraint(fields=["project", "chain_position"], name="trace_chain_position_unique"),
         ]
 
 
