@@ -225,4 +225,6 @@ def _frame(manifest: Manifest, module_ids: dict[str, list[str]], units: list[dic
         "explicit_only": sorted(set(explicit)),
         # every indexed module keeps its kind: a trigger it does not name is refused, not obeyed
         "activation": {m.name: m.activation for m in sorted(manifest.optional, key=lambda m: m.name)},
+        # the peer's boundary: a module routing does not load never reaches the bundle by ranking
+        "routing": "bounded",
     }

@@ -7,10 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from selection.corpus.places import Place, Report, describe
-from selection.engine.routing.codes import ACTIVATION_TRIGGERS, ACTIVATIONS, TRIGGER_TASK
+from selection.engine.routing.codes import (
+    ACTIVATION_TRIGGERS,
+    ACTIVATIONS,
+    ROUTING_ENVELOPE,
+    ROUTING_MODES,
+    TRIGGER_TASK,
+)
 from selection.engine.routing.types import RoutingInputs, RoutingPolicy, TaskCategory
 
-ROUTING_FRAME_KEYS = ("task_categories", "modules", "explicit_only", "activation")
+# `routing`: what routing bounds, "envelope" (the default) or "bounded" (docs/routing.md)
+ROUTING_FRAME_KEYS = ("task_categories", "modules", "explicit_only", "activation", "routing")
 CATEGORY_KEYS = ("work_types", "load", "load_if_present", "needs_scope")
 TASK_ROUTING_KEYS = ("task_category", "paths", "overlays")
 
@@ -50,6 +57,9 @@ def check_routing_policy(
     activation: list[tuple[str, str]] = []
     if "activation" in known:
         activation = _activation(known["activation"], place.at("activation"), report, categories, explicit)
+    mode = ROUTING_ENVELOPE
+    if "routing" in known:
+        mode = report.choice(known["routing"], place.at("routing"), ROUTING_MODES)
     if len(report) > before:
         return None
     return RoutingPolicy(
@@ -57,6 +67,7 @@ def check_routing_policy(
         modules=tuple(sorted(modules)),
         explicit=tuple(sorted(set(explicit))),
         activation=tuple(sorted(activation)),
+        mode=mode,
     )
 
 

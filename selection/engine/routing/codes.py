@@ -79,6 +79,13 @@ ACTIVATION_TRIGGERS: dict[str, frozenset[str]] = {
 }
 ACTIVATIONS: tuple[str, ...] = tuple(ACTIVATION_TRIGGERS)
 
+# what routing bounds (the frame's `routing:` key). "envelope": routed units first, then ranked
+# retrieval fills the rest of the budget from the whole scope, skipped modules' units included.
+# "bounded": a unit routing governs and did not load never enters the bundle; ranking orders and
+# budgets only what routing admitted (and the units routing does not govern).
+ROUTING_ENVELOPE, ROUTING_BOUNDED = "envelope", "bounded"
+ROUTING_MODES: tuple[str, ...] = (ROUTING_ENVELOPE, ROUTING_BOUNDED)
+
 # envelope admission order: root constraints first, then task, path and explicit routes
 LOAD_ORDER: tuple[RouteCode, ...] = (
     RouteCode.ROUTE_ALWAYS,

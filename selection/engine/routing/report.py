@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from .codes import Completeness, RouteCode
+from .codes import ROUTING_BOUNDED, Completeness, RouteCode, RouteDisposition
 from .types import RoutingReport
+
+
+def not_loaded(report: RoutingReport) -> frozenset[str]:
+    """Units routing evaluated and did not load (skipped, missing, invalid)."""
+    return frozenset(d.unit for d in report.dispositions if d.disposition != RouteDisposition.LOADED)
+
+
+def barred_units(report: RoutingReport) -> frozenset[str]:
+    """What ranked retrieval may not admit: under "bounded", every unit routing did not load."""
+    return not_loaded(report) if report.mode == ROUTING_BOUNDED else frozenset()
 
 
 def strict_refusal(report: RoutingReport) -> tuple[int, str]:
@@ -32,6 +42,8 @@ def routing_header(report: RoutingReport | None) -> dict[str, str]:
         "routing paths": ", ".join(inputs.paths),
         "routing overlays": ", ".join(inputs.overlays),
         "routing strict": "yes" if inputs.strict else "no",
+        "routing policy": report.mode,
+        "routing ranked in": ", ".join(report.ranked_in),
         "routing refused": report.refusal,
         "routing conflicts": "; ".join(", ".join(c.units) for c in report.conflicts),
         "routing budget omissions": ", ".join(report.budget_omissions),
@@ -47,6 +59,7 @@ def routing_summary(report: RoutingReport) -> dict:
     """The `routing` object of `select --json` and of the API: a stable shape scripts rely on."""
     return {
         "completeness": report.completeness,
+        "policy": report.mode,
         "work_type": report.work_type,
         "dispositions": [
             {"unit": d.unit, "disposition": d.disposition, "reason": d.reason} for d in report.dispositions
@@ -54,6 +67,7 @@ def routing_summary(report: RoutingReport) -> dict:
         "conflicts": [{"code": c.code, "units": list(c.units)} for c in report.conflicts],
         "budget_omissions": [{"unit": uid, "reason": RouteCode.OMIT_BUDGET.value} for uid in report.budget_omissions],
         "local": [{"unit": d.unit, "outcome": d.outcome, "detail": d.detail} for d in report.local],
+        "ranked_in": list(report.ranked_in),
         "problems": list(report.problems),
         "refused": report.refused,
         "refusal": report.refusal,

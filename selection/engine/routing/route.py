@@ -26,6 +26,7 @@ from .codes import (
     LocalCode,
     RouteCode,
 )
+from .custodian import resolve_task
 from .globs import RoutePathError, matches, normalise, normalise_pattern
 from .types import (
     Conflict,
@@ -159,12 +160,18 @@ def route(
 
     work_type = None
     category = None
+    general = False  # the peer's general task on a frame without one: its root units suffice
     if inputs.task_category:
-        category = policy.category(inputs.task_category)
-        if category is None:
+        category, why = resolve_task(policy, inputs.task_category)
+        general = why == "general"
+        if category is None and why.startswith("unknown: "):
             invalid = True
-            known = ", ".join(c.name for c in policy.task_categories) or "none"
-            problems.append(f'task category "{inputs.task_category}" is not mapped by the frame (known: {known})')
+            problems.append(why.removeprefix("unknown: "))
+        elif category is None and not general:
+            ambiguous = True
+            problems.append(why)
+        elif category is None:
+            pass
         elif len(category.work_types) > 1:
             ambiguous = True
             problems.append(
@@ -239,7 +246,7 @@ def route(
                             other_task_ids.setdefault(uid, cat.name)
 
     scoped = bool(paths or inputs.overlays)
-    needs_scope = category.needs_scope if category is not None else True
+    needs_scope = category.needs_scope if category is not None else not general
     dispositions: dict[str, UnitDisposition] = {}
     own = {u.id: u for u in corpus.root_and_areas.get(project, ())}
     for uid in (*explicit_ids, *task_ids, *other_task_ids, *overlay_ids, *refused):
@@ -332,6 +339,7 @@ def route(
         problems=tuple(problems),
         envelope=tuple(envelope),
         local=local,
+        mode=policy.mode,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .codes import ROUTING_ENVELOPE
 from .globs import RoutePathError, normalise
 
 
@@ -32,6 +33,8 @@ class RoutingPolicy:
     # module name or unit id -> activation kind (codes.ACTIVATIONS): the only triggers it admits;
     # a name without one admits every trigger (an `explicit` name: only an overlay)
     activation: tuple[tuple[str, str], ...] = ()
+    # what routing bounds (codes.ROUTING_MODES): "envelope" or "bounded"
+    mode: str = ROUTING_ENVELOPE
 
     def category(self, name: str) -> TaskCategory | None:
         for category in self.task_categories:
@@ -120,6 +123,9 @@ class RoutingReport:
     local: tuple[LocalDisposition, ...] = ()  # the user's local overlay units
     refused: bool = False  # strict routing produced no bundle
     refusal: str = ""  # why, in words; says when a person must decide
+    mode: str = ROUTING_ENVELOPE  # the frame's routing policy (codes.ROUTING_MODES)
+    # envelope only: units routing did not load that ranked retrieval admitted all the same
+    ranked_in: tuple[str, ...] = ()
 
     def disposition(self, unit: str) -> UnitDisposition | None:
         for d in self.dispositions:
