@@ -12,10 +12,12 @@ from django.core.management.base import BaseCommand, CommandError
 
 from selection.engine.policy import UnknownWorkType
 from selection.engine.reason_codes import Disposition
+from selection.engine.routing.custodian import EXPLICIT_KINDS
 from selection.engine.routing.report import routing_summary
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import WorkSignal
 from selection.models import Project
+from selection.serving.custodian_format import FORMATS, custodian_output, custodian_overlays
 from selection.serving.selections import SelectionError
 from selection.serving.serve import StrictRoutingRefused, select_in_project
 
@@ -78,7 +80,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--json", action="store_true", help="print the bundle and the trace as JSON"
         )
-        parser.add_argument("--task-category", dest="task_category", help="canonical task category")
+        parser.add_argument("--task-category", "--task", dest="task_category", help="canonical task category")
+        parser.add_argument(
+            "--format", dest="format", choices=FORMATS, default=None,
+            help="mc-json / mc-text: MemoryCustodian's read envelope and explain text, with its exit codes",
+        )
+        for word in EXPLICIT_KINDS:  # the peer's --rule/--profile/--area, by short slug
+            parser.add_argument(f"--{word}", dest=f"mc_{word}", action="append", default=[], help=f"a {word} by slug")
         parser.add_argument(
             "--path", dest="paths", action="append", default=[],
             help="path scope: a file planned, touched or inspected (repeatable; need not exist)",
@@ -102,6 +110,15 @@ class Command(BaseCommand):
         if project is None:
             raise CommandError(f'no project "{o["project"]}"')
         signals, cites = read_signals(o["signals"]) if o["signals"] else ((), {})
+        requested = {word: o[f"mc_{word}"] for word in EXPLICIT_KINDS}
+        missing: tuple = ()
+        if any(requested.values()):
+            try:
+                extra, missing = custodian_overlays(project, requested)
+            except (ValueError, SelectionError) as error:
+                raise CommandError(str(error), returncode=2) from error
+            o["overlays"] = [*o["overlays"], *extra]
+        o["mc"] = (requested, missing)
         try:
             selection = select_in_project(
                 project=project,
@@ -126,17 +143,27 @@ class Command(BaseCommand):
             )
         except StrictRoutingRefused as refused:
             # the refusal is traced: show what routing found, then exit with its status (1 or 2)
-            self._write(refused.selection, o)
-            raise CommandError(str(refused), returncode=refused.status) from refused
+            status = self._write(refused.selection, o, project) or refused.status
+            raise CommandError(str(refused), returncode=status) from refused
         except UnknownWorkType as error:
             # exit status 2: the request named a work type the frame does not list
             raise CommandError(str(error), returncode=2) from error
         except SelectionError as error:
             raise CommandError(str(error)) from error
-        self._write(selection, o)
+        status = self._write(selection, o, project)
+        if status:
+            raise CommandError(f"MemoryCustodian read exits {status}", returncode=status)
 
-    def _write(self, selection, o):
-        if o["json"]:
+    def _write(self, selection, o, project) -> int:
+        """Print the selection; the peer's exit status under --format mc-*, else 0."""
+        if o["format"] in ("mc-json", "mc-text"):
+            requested, missing = o["mc"]
+            out, status = custodian_output(
+                selection, project, fmt=o["format"], requested=requested, missing=missing, explain=o["explain"]
+            )
+            self.stdout.write(out, ending="" if o["format"] == "mc-text" else "\n")
+            return status
+        if o["json"] or o["format"] == "json":
             result = selection.result
             report = result.trace.routing
             doc = {
@@ -148,6 +175,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(doc, indent=2, default=str))
         else:
             self._write_bundle(selection, o["explain"])
+        return 0
 
     def _user(self, name):
         if not name:

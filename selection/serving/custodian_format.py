@@ -1,0 +1,56 @@
+"""`select --format mc-json|mc-text`: a selection rendered as MemoryCustodian's `read` prints it,
+so a script written for the peer runs against the product unchanged (docs/routing.md).
+
+The engine decides (selection.engine.routing.custodian_output); this module only fetches what the
+rendering reads: the project's promoted routing policy and the units of its modules.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from selection.engine.routing.custodian_output import custodian_read, explicit_overlays
+from selection.engine.routing.custodian_render import render_json, render_text
+from selection.memory import store
+from selection.models import Project
+from selection.serving.selections import Selection, frame_for
+
+FORMATS = ("text", "json", "mc-json", "mc-text")
+
+
+def custodian_overlays(
+    project: Project, requested: Mapping[str, Sequence[str]]
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """--rule/--profile/--area slugs -> (overlays for routing, the slugs the manifest lacks)."""
+    _, frame = frame_for(project)
+    return explicit_overlays(frame.routing, requested)
+
+
+def custodian_output(
+    selection: Selection,
+    project: Project,
+    *,
+    fmt: str,
+    requested: Mapping[str, Sequence[str]],
+    missing: Sequence[tuple[str, str]],
+    explain: bool = False,
+) -> tuple[str, int]:
+    """(what the command prints, the peer's exit status) for one stored selection."""
+    report = selection.result.trace.routing
+    policy = selection.project_frame.routing
+    uids = [uid for _, ids in policy.modules for uid in ids]
+    units = store.units_by_uid(corpus_id=project.corpus_id, uids=uids)
+    read = custodian_read(
+        report,
+        policy,
+        units,
+        supplied_task=report.inputs.task_category or "general",
+        explicit=requested,
+        missing_explicit=missing,
+    )
+    text = render_text(read, explain=explain or fmt == "mc-json")
+    if fmt == "mc-text":
+        return text, read.exit_code
+    payload = render_json(read, text=text)
+    return json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":")), read.exit_code
