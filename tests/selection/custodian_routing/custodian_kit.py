@@ -13,6 +13,7 @@ from selection.corpus import read_corpus
 from selection.corpus.memory_markdown import read_memory_directory
 from selection.engine.index import CorpusIndex
 from selection.engine.pipeline import select
+from selection.engine.routing.custodian import RESTRUCTURING
 from selection.engine.routing.custodian_output import CustodianRead, custodian_read, explicit_overlays
 from selection.engine.routing.custodian_render import render_json, render_text
 from selection.engine.routing.types import RoutingInputs
@@ -21,10 +22,10 @@ from selection.engine.types import SelectionRequest, Unit, WorkFrame
 PROJECT = "mc"
 SUBJECT = "MC-SUBJ-20260801-a1b2c3d4"
 
-BASE_ROUTES = """\
+BASE_ROUTES = f"""\
 ## Load by task
 
-### Planning / architecture / refactoring
+### Planning / architecture / {RESTRUCTURING}
 Load:
 - decisions.md
 - constraints.md
