@@ -73,3 +73,42 @@ def test_mc_text_explicit_profile_by_slug_and_strict_exit_codes(db, tmp_path):
     assert status == 1 and "Routing completeness: AMBIGUOUS" in text
     status, _ = run("--task", "development", "--strict-routing", "--format", "mc-text")
     assert status == 2
+
+
+def test_the_trace_page_shows_bounded_routing_and_bundle_in_agreement(db, tmp_path, client, django_user_model):
+    from django.urls import reverse
+
+    from authority.models import RoleGrant
+    from selection.models import Project
+
+    imported(tmp_path)
+    status, out = run("--task", "implementation", "--path", "web/a.ts", "--json", "--query", "storage layer module")
+    doc = json.loads(out)
+    assert status == 0
+    auditor = django_user_model.objects.create_user("auditor")
+    RoleGrant.objects.create(user=auditor, project=Project.objects.get(slug="mc"), role="auditor")
+    client.force_login(auditor)
+    html = client.get(reverse("trace-detail", args=[doc["trace_id"]])).content.decode()
+    assert 'id="routing-policy"><strong>bounded</strong>' in html
+    assert "admitted by ranking" not in html
+    skipped = {d["unit"] for d in doc["routing"]["dispositions"] if d["disposition"] != "loaded"}
+    admitted = {uid for item in doc["bundle"]["items"] for uid in item["sources"]}
+    assert "mc-area-20260801-11111111" in skipped and not skipped & admitted
+
+
+def test_the_trace_page_labels_the_envelope_policy_and_what_ranking_let_in():
+    from django.template.loader import render_to_string
+
+    from selection.engine.routing.types import RoutingInputs, RoutingReport, UnitDisposition
+
+    report = RoutingReport(
+        inputs=RoutingInputs(task_category="implementation"),
+        completeness="COMPLETE",
+        work_type=None,
+        dispositions=(UnitDisposition("a-web", "skipped", "SKIP_NO_PATH_MATCH"),),
+        mode="envelope",
+        ranked_in=("a-web",),
+    )
+    html = render_to_string("selection/trace_routing.html", {"routing": report})
+    assert "<strong>envelope</strong>" in html and "ranked retrieval fills the rest" in html
+    assert "admitted by ranking" in html
