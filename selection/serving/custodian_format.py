@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from selection.engine.routing.custodian import EXPLICIT_KINDS
 from selection.engine.routing.custodian_output import custodian_read, explicit_overlays
 from selection.engine.routing.custodian_render import render_json, render_text
 from selection.memory import store
@@ -17,6 +18,7 @@ from selection.models import Project
 from selection.serving.selections import Selection, frame_for
 
 FORMATS = ("text", "json", "mc-json", "mc-text")
+__all__ = ["EXPLICIT_KINDS", "FORMATS", "custodian_output", "custodian_overlays"]
 
 
 def custodian_overlays(

@@ -27,6 +27,8 @@ ALLOWED = {
     "selection.models": {"Project"},
     "selection.serving.serve": {"StrictRoutingRefused", "select_in_project"},
     "selection.serving.selections": {"SelectionError"},
+    # MemoryCustodian's output (--format mc-json|mc-text) and its --rule/--profile/--area words
+    "selection.serving.custodian_format": {"EXPLICIT_KINDS", "FORMATS", "custodian_output", "custodian_overlays"},
     "selection.engine.policy": {"UnknownWorkType"},
     "selection.engine.reason_codes": {"Disposition"},
     "selection.engine.routing.report": {"routing_summary"},
