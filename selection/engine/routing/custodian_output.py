@@ -187,7 +187,14 @@ def custodian_read(
     local_units: Sequence[Unit] = (),
 ) -> CustodianRead:
     """The peer's read of one routed request (the routing report of the product's selection)."""
-    modules = module_routes(report, policy, units, missing_explicit=missing_explicit)
+    if report.completeness == Completeness.INVALID:
+        # the peer refuses an invalid request or manifest as a whole: one invalid row, no context
+        details = tuple(report.problems)
+        modules: tuple[ModuleRoute, ...] = (
+            ModuleRoute("manifest.md", True, (McCode.INVALID,), RouteDisposition.INVALID, details),
+        )
+    else:
+        modules = module_routes(report, policy, units, missing_explicit=missing_explicit)
     readings = task_interpretations(supplied_task)
     canonical = readings[0] if len(readings) == 1 else ("|".join(readings) or "<invalid>")
     paths = tuple((p, project_root is not None and not (project_root / p).exists()) for p in report.inputs.paths)
@@ -225,7 +232,7 @@ def custodian_read(
     if report.completeness == Completeness.INVALID:
         completeness = Completeness.INVALID
         dimensions.append(DIMENSION_INVALID)
-        warnings.extend(f"Routing input or manifest is invalid: {p}" for p in report.problems)
+        warnings = [f"Routing input or manifest is invalid: {'; '.join(report.problems)}"]
     elif report.completeness == Completeness.AMBIGUOUS:
         completeness = Completeness.AMBIGUOUS
         dimensions.append(DIMENSION_AMBIGUOUS)

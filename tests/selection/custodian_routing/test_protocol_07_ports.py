@@ -220,3 +220,12 @@ def test_optional_declaration_and_filesystem_order_are_deterministic__unknown_pr
     assert row["reasons"] == ["MC-ROUTE-EXPLICIT-PROFILE", "MC-MISSING-OPTIONAL"]
     assert "Explicit profile 'c' is not enabled in the manifest." in got.text
     assert got.code == 0 and got.read.completeness == "COMPLETE"
+
+
+def test_invalid_routing_uses_structured_result_and_stderr__an_escaping_path_is_invalid(tmp_path):
+    got = read(backend(tmp_path), "implementation", paths=["../outside.py"])
+    assert got.code == 2
+    assert "Routing completeness: INVALID" in got.text
+    assert "- manifest.md\n  Disposition: invalid\n  Reason: MC-ROUTE-INVALID" in got.text
+    assert got.doc["data"]["incomplete_dimensions"] == ["invalid-routing"]
+    assert got.doc["exit_class"] == "blocker" and got.doc["data"]["loaded_modules"] == []
