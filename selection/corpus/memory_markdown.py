@@ -14,6 +14,7 @@ from typing import Any
 
 from selection.corpus.issues import CorpusError, CorpusIssue
 from selection.corpus.markdown_manifest import MANIFEST, MEMORY_DIR, Issues, Manifest, read_manifest
+from selection.engine.routing.custodian import substantial_category
 
 META_KEYS = ("status", "scope", "subject", "facet", "evidence", "supersedes", "superseded-by")
 STATUSES = ("active", "superseded")
@@ -218,6 +219,8 @@ def _frame(manifest: Manifest, module_ids: dict[str, list[str]], units: list[dic
                 "work_types": [name],
                 "load": list(dict.fromkeys(spec["load"])),
                 "load_if_present": list(dict.fromkeys(spec["load_if_present"])),
+                # the peer's rule: only substantial work needs a path scope for its areas
+                "needs_scope": substantial_category(name),
             }
             for name, spec in sorted(categories.items())
         },

@@ -67,6 +67,11 @@ def _canonical_name(name: str) -> str | None:
     return TASK_ALIASES.get(key) or HEADING_ALIASES.get(key)
 
 
+def substantial_category(name: str) -> bool:
+    """A frame category the peer counts as substantial work (its path-routed areas need a scope)."""
+    return (TASK_ALIASES.get(name.casefold()) or HEADING_ALIASES.get(name.casefold())) in SUBSTANTIAL_TASKS
+
+
 def task_interpretations(word: str) -> tuple[str, ...]:
     """The canonical categories a task word names: one, two for a reserved alias, none if unknown."""
     key = word.casefold()

@@ -229,3 +229,10 @@ def test_invalid_routing_uses_structured_result_and_stderr__an_escaping_path_is_
     assert "- manifest.md\n  Disposition: invalid\n  Reason: MC-ROUTE-INVALID" in got.text
     assert got.doc["data"]["incomplete_dimensions"] == ["invalid-routing"]
     assert got.doc["exit_class"] == "blocker" and got.doc["data"]["loaded_modules"] == []
+
+
+def test_path_routed_area_requires_scope_and_matches_planned_path__only_substantial_work_needs_scope(tmp_path):
+    got = read(backend(tmp_path), "preferences", strict=True)
+    assert got.code == 0 and got.read.completeness == "COMPLETE"
+    assert "MC-SKIP-SCOPE-MISSING" in got.text  # the area is still skipped for want of a scope
+    assert got.trace.routing.completeness == "COMPLETE" and not got.trace.routing.refused
