@@ -1,11 +1,14 @@
 """Bounded routing: a unit routing did not load never reaches the bundle through ranking, on random
-manifests and requests (hypothesis), and the envelope policy keeps today's behaviour, labelled."""
+manifests and requests (hypothesis): not in the bundle, not admitted in the trace, not in the JSON
+summary, and the trace page's routing section never marks one as let in. The envelope policy keeps
+today's behaviour, labelled."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from custodian_kit import AREA_BACKEND, BACKEND, read, tree
+from django.template.loader import render_to_string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -102,6 +105,8 @@ def test_bounded_routing_never_admits_a_unit_it_did_not_load(case):
     summary = routing_summary(report)
     skipped = {d["unit"] for d in summary["dispositions"] if d["disposition"] != "loaded"}
     assert not skipped & admitted and summary["policy"] == "bounded"
+    page = render_to_string("selection/trace_routing.html", {"routing": report})
+    assert "admitted by ranking" not in page and "<strong>bounded</strong>" in page
 
 
 def test_envelope_policy_keeps_ranked_fill_and_names_what_ranking_let_in(tmp_path):
