@@ -79,6 +79,9 @@ class Command(BaseCommand):
             default=None,
             help="mc-json / mc-text: MemoryCustodian's read envelope and explain text, with its exit codes",
         )
+        parser.add_argument(
+            "--project-root", dest="project_root", type=Path, help="mc formats: the repository of docs/memory"
+        )
         for word in EXPLICIT_KINDS:  # the peer's --rule/--profile/--area, by short slug
             parser.add_argument(f"--{word}", dest=f"mc_{word}", action="append", default=[], help=f"a {word} by slug")
         parser.add_argument(
@@ -163,7 +166,13 @@ class Command(BaseCommand):
         if o["format"] in ("mc-json", "mc-text"):
             requested, missing = o["mc"]
             out, status = custodian_output(
-                selection, project, fmt=o["format"], requested=requested, missing=missing, explain=o["explain"]
+                selection,
+                project,
+                fmt=o["format"],
+                requested=requested,
+                missing=missing,
+                explain=o["explain"],
+                project_root=o["project_root"],
             )
             self.stdout.write(out, ending="" if o["format"] == "mc-text" else "\n")
             return status

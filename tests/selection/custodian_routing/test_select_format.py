@@ -112,3 +112,19 @@ def test_the_trace_page_labels_the_envelope_policy_and_what_ranking_let_in():
     html = render_to_string("selection/trace_routing.html", {"routing": report})
     assert "<strong>envelope</strong>" in html and "ranked retrieval fills the rest" in html
     assert "admitted by ranking" in html
+
+
+def test_cross_agent_read__through_select_with_the_project_root_prints_the_peer_bytes(db, tmp_path):
+    from test_cross_agent_read import EXPECTED, FILES, OPTIONAL
+
+    root = tree(tmp_path / "p", FILES, optional=OPTIONAL)
+    call_command(
+        "import_memory", str(root), "--corpus", "mc", "--project", "mc", stdout=io.StringIO(), stderr=io.StringIO()
+    )
+    args = ("--task", "implementation", "--path", "cli/store.py", "--explain", "--project-root", str(root))
+    status, text = run(*args, "--format", "mc-text")
+    assert status == 0 and text == EXPECTED
+    status, out = run(*args, "--format", "mc-json")
+    data = json.loads(out)["data"]
+    assert data["context_sha256"] == hashlib.sha256(EXPECTED.encode("utf-8")).hexdigest()
+    assert data["rendered_context"] == EXPECTED
