@@ -46,6 +46,7 @@ POLICY_VERSION = "staged-frame-conditioned-v1"
 TRACE_SCHEMA = "context-trace/v1"
 
 
+
 def select(
     request: SelectionRequest,
     index: CorpusIndex,
@@ -93,7 +94,9 @@ def select(
     class_list, class_reason = class_order(condition, request.project_frame, work)
     if condition.oracle:
         # the oracle is a ceiling read off the ledger, not a system: routing does not apply
-        candidates, pool, drafts_decided, ops, stages = _oracle(request, index, config, standpoint, timings)
+        candidates, pool, drafts_decided, ops, stages = _oracle(
+            request, index, config, standpoint, timings
+        )
     else:
         if request.routing.strict:
             status, why = strict_refusal(routing)
@@ -102,15 +105,7 @@ def select(
         local = {u.id: u for u in request.local_units}
         envelope = [index.unit(uid) or local[uid] for uid in routing.envelope]
         candidates, pool, drafts_decided, ops, stages = run_stages(
-            request,
-            index,
-            config,
-            condition,
-            standpoint,
-            scope,
-            budget,
-            timings,
-            envelope,
+            request, index, config, condition, standpoint, scope, budget, timings, envelope,
             barred=barred_units(routing),
         )
 
@@ -131,7 +126,9 @@ def select(
         if d.admitted
     )
     rendered, tokens, digest = render_bundle([i.rendered for i in items])
-    bundle = ContextBundle(items=items, rendered=rendered, tokens=tokens, digest=digest, budget_tokens=budget)
+    bundle = ContextBundle(
+        items=items, rendered=rendered, tokens=tokens, digest=digest, budget_tokens=budget
+    )
     admitted_items = sum(1 for d in drafts_decided if d.admitted)
     stages.append(
         StageSummary(
@@ -149,7 +146,10 @@ def select(
             conflicts=structural_conflicts(
                 index.units, among=admitted, standpoint=standpoint, extra=request.local_units
             ),
-            budget_omissions=tuple(u.id for u in envelope if u.id not in frozenset(admitted)),
+            budget_omissions=tuple(
+                u.id for u in envelope if u.id not in frozenset(admitted)
+            ),
+            # envelope only: what routing did not load and ranking admitted all the same
             ranked_in=tuple(sorted(uid for uid in not_loaded(routing) if uid in frozenset(admitted))),
         )
         if request.routing.strict:
@@ -160,16 +160,7 @@ def select(
     with timed(timings, TimedStage.TRACE_RECORDS):
         records = candidate_records(candidates, pool, routing)
     trace = _context_trace(
-        request,
-        index,
-        config,
-        named,
-        condition,
-        note,
-        work,
-        standpoint,
-        routing,
-        pool,
+        request, index, config, named, condition, note, work, standpoint, routing, pool,
         budget_tokens=budget,
         candidates=records,
         coalescing=tuple(ops),
@@ -232,16 +223,7 @@ def _refused(request, index, config, named, condition, note, work, standpoint, r
     )
     routing = replace(routing, refused=True, refusal=why, budget_omissions=())
     trace = _context_trace(
-        request,
-        index,
-        config,
-        named,
-        condition,
-        note,
-        work,
-        standpoint,
-        routing,
-        Pool(),
+        request, index, config, named, condition, note, work, standpoint, routing, Pool(),
         budget_tokens=request.budget_tokens,
         candidates=(),
         coalescing=(),
@@ -277,7 +259,11 @@ def _oracle(request, index, config, standpoint, timings):
     if request.ledger is None:
         raise ValueError("condition CO needs request.ledger")
     ledger = request.ledger
-    order = [uid for label in ("MUST", "SHOULD") for uid in sorted(u for u, lab in ledger.items() if lab == label)]
+    order = [
+        uid
+        for label in ("MUST", "SHOULD")
+        for uid in sorted(u for u, lab in ledger.items() if lab == label)
+    ]
     pool = Pool()
     with timed(timings, TimedStage.RETRIEVAL):
         pool.query = search(index, request.query, request.query_vector, config)
@@ -290,14 +276,18 @@ def _oracle(request, index, config, standpoint, timings):
         r = fused_rank.get(pos)
         pool.add(pos, 1.0 - (r - 1) / n if r is not None else 0.0, "ledger")
     pool.counts["ledger"] = len(pool.order)
-    candidates = [Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(pool.order)]
+    candidates = [
+        Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(pool.order)
+    ]
     for c in candidates:
         c.retrieval_rank = c.pool_rank
         c.rank = c.pool_rank
         c.bucket = 0
         c.rank_score = round(c.query_score, 6)
     positions = np.asarray(pool.order, dtype=np.int64)
-    compute_signals(candidates, positions, index, request, standpoint, request.project_frame.scope_set, pool)
+    compute_signals(
+        candidates, positions, index, request, standpoint, request.project_frame.scope_set, pool
+    )
     stages = [StageSummary(Stage.ORACLE.value, len(ledger), len(candidates))]
     decided = admit_within_budget(
         one_item_each(candidates),

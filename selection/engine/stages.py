@@ -23,17 +23,8 @@ from .widening import widen_pool
 
 
 def run_stages(
-    request,
-    index,
-    config,
-    condition: Condition,
-    standpoint,
-    scope,
-    budget,
-    timings,
-    envelope=(),
-    *,
-    barred=frozenset(),
+    request, index, config, condition: Condition, standpoint, scope, budget, timings, envelope=(),
+    *, barred=frozenset(),
 ):
     """`barred`: units ranked retrieval may not admit (bounded routing: the ones it did not load);
     they never become candidates, so ranking orders and budgets only what routing admitted."""
@@ -71,7 +62,9 @@ def run_stages(
     order = [pos for pos in pool.order if index.units[pos].id not in skip]
     if barred:
         pool.counts["routing_barred"] = sum(1 for pos in pool.score if index.units[pos].id in barred)
-    candidates = [Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(order)]
+    candidates = [
+        Working(pos, index.units[pos], i + 1, pool.score[pos]) for i, pos in enumerate(order)
+    ]
     for r, c in enumerate(sorted(candidates, key=lambda c: (-c.query_score, c.uid)), start=1):
         c.retrieval_rank = r
     positions = np.asarray(order, dtype=np.int64)
@@ -125,10 +118,14 @@ def run_stages(
         row_of=row_of,
         spent=spent,
         stop=frame.admission if condition.admission_stop else None,
-        contested=frozenset(c.uid for c in candidates if c.unit.refutes or index.links.refuted_by.get(c.uid)),
+        contested=frozenset(
+            c.uid for c in candidates if c.unit.refutes or index.links.refuted_by.get(c.uid)
+        ),
         ops=ops,
         objective_ran=pool.objective is not None,
-        unlisted_bucket=len(prefs) if condition.class_policy != "none" and not condition.flat_rank else None,
+        unlisted_bucket=len(prefs)
+        if condition.class_policy != "none" and not condition.flat_rank
+        else None,
     )
     envelope_working = [m for d in routed for m in d.draft.members]
     if envelope:
@@ -189,7 +186,9 @@ def _admit_envelope(envelope, index, request, standpoint, scope, budget):
         return []
     working = [Working(index.position.get(u.id, -1), u, 0, 0.0) for u in envelope]
     shared = [c for c in working if c.pos >= 0]
-    compute_signals(shared, np.asarray([c.pos for c in shared], dtype=np.int64), index, request, standpoint, scope)
+    compute_signals(
+        shared, np.asarray([c.pos for c in shared], dtype=np.int64), index, request, standpoint, scope
+    )
     for c in working:
         if c.pos < 0:
             # a local overlay unit is not in the shared index: no retrieval signal describes it

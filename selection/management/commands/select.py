@@ -36,8 +36,12 @@ def read_signals(path: str) -> tuple[tuple[WorkSignal, ...], dict]:
             or set(item) - {"id", "kind", "content"}
             or not {"id", "kind", "content"} <= set(item)
         ):
-            raise CommandError(f'{path}: signals[{i}] must have exactly the keys "id", "kind", "content"')
-        signals.append(WorkSignal(id=str(item["id"]), kind=item["kind"], content=str(item["content"])))
+            raise CommandError(
+                f'{path}: signals[{i}] must have exactly the keys "id", "kind", "content"'
+            )
+        signals.append(
+            WorkSignal(id=str(item["id"]), kind=item["kind"], content=str(item["content"]))
+        )
     return tuple(signals), cites
 
 
@@ -69,14 +73,15 @@ class Command(BaseCommand):
         parser.add_argument("--condition", default="C6")
         parser.add_argument("--budget", type=int, default=None)
         parser.add_argument("--standpoint")
-        parser.add_argument("--explain", action="store_true", help="print every candidate's disposition")
-        parser.add_argument("--json", action="store_true", help="print the bundle and the trace as JSON")
+        parser.add_argument(
+            "--explain", action="store_true", help="print every candidate's disposition"
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="print the bundle and the trace as JSON"
+        )
         parser.add_argument("--task-category", "--task", dest="task_category", help="canonical task category")
         parser.add_argument(
-            "--format",
-            dest="format",
-            choices=FORMATS,
-            default=None,
+            "--format", dest="format", choices=FORMATS, default=None,
             help="mc-json / mc-text: MemoryCustodian's read envelope and explain text, with its exit codes",
         )
         parser.add_argument(
@@ -85,29 +90,19 @@ class Command(BaseCommand):
         for word in EXPLICIT_KINDS:  # the peer's --rule/--profile/--area, by short slug
             parser.add_argument(f"--{word}", dest=f"mc_{word}", action="append", default=[], help=f"a {word} by slug")
         parser.add_argument(
-            "--path",
-            dest="paths",
-            action="append",
-            default=[],
+            "--path", dest="paths", action="append", default=[],
             help="path scope: a file planned, touched or inspected (repeatable; need not exist)",
         )
         parser.add_argument(
-            "--overlay",
-            dest="overlays",
-            action="append",
-            default=[],
+            "--overlay", dest="overlays", action="append", default=[],
             help="an area, profile or rule asked for by name (repeatable)",
         )
         parser.add_argument(
-            "--strict-routing",
-            dest="strict",
-            action="store_true",
+            "--strict-routing", dest="strict", action="store_true",
             help="no bundle unless routing is COMPLETE with no conflict (exit 1 or 2)",
         )
         parser.add_argument(
-            "--no-local",
-            dest="no_local",
-            action="store_true",
+            "--no-local", dest="no_local", action="store_true",
             help="leave out the user's local overlay units (the shared bundle, on any machine)",
         )
         parser.add_argument("--user", help="whose local overlay units join the request")
@@ -166,13 +161,8 @@ class Command(BaseCommand):
         if o["format"] in ("mc-json", "mc-text"):
             requested, missing = o["mc"]
             out, status = custodian_output(
-                selection,
-                project,
-                fmt=o["format"],
-                requested=requested,
-                missing=missing,
-                explain=o["explain"],
-                project_root=o["project_root"],
+                selection, project, fmt=o["format"], requested=requested, missing=missing,
+                explain=o["explain"], project_root=o["project_root"],
             )
             self.stdout.write(out, ending="" if o["format"] == "mc-text" else "\n")
             return status
@@ -237,7 +227,9 @@ class Command(BaseCommand):
         self.stdout.write("\nCandidates:")
         self.stdout.write(f"  {'unit':32} {'class':22} {'disposition':15} {'stage':12} reason")
         for c in result.trace.candidates:
-            self.stdout.write(f"  {c.unit_id:32} {c.evidence_class:22} {c.disposition:15} {c.stage:12} {c.reason_code}")
+            self.stdout.write(
+                f"  {c.unit_id:32} {c.evidence_class:22} {c.disposition:15} {c.stage:12} {c.reason_code}"
+            )
         omitted = [c for c in result.trace.candidates if c.disposition == Disposition.BUDGET_OMITTED]
         self.stdout.write("\nBudget omissions:" if omitted else "\nBudget omissions: none")
         for c in omitted:
