@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from selection.corpus.custodian.entries import Entry, scope_problem
+from selection.corpus.custodian.entries import Entry, parse_entry, scope_problem
 from selection.corpus.custodian.layout import LAYOUT, MC, file_units, read_tree
 from selection.corpus.custodian.protocol import ProtocolInvalid, check_protocol, governed
 from selection.corpus.custodian.subjects import Subject, read_subjects
@@ -93,6 +93,9 @@ def read_memory(directory: str | Path, *, project: str, strict: bool = True) -> 
             read.layout["files"][path] = [{"raw": tree_file.text}]
             if path not in (MANIFEST, REGISTRY, RECONCILIATIONS) and not _readme(path):
                 read.notes.append(f"{file} is not named by the manifest: kept for export, not imported")
+                for segment in tree_file.segments[1:]:
+                    if (entry := parse_entry(segment.raw, segment.number)) is not None:
+                        read.entries.append(LocatedEntry(path, entry))  # audited, never a unit
             continue
         module = manifest.modules.get(name)
         shared = _shared(project, name, module, always)
