@@ -142,7 +142,7 @@ def read_manifest(path: Path, issues: Issues, *, governed: bool = False) -> Mani
                 issues.add(file, number, "a second top-level heading; the manifest has one title")
             continue
         if line.startswith("## "):
-            title = line[3:].strip().lower()
+            title = re.sub(r"[ \t]+#+[ \t]*$", "", line[3:]).strip().lower()
             pending, current, categories = None, None, []
             section = _section_of(title)
             seen[section] = seen.get(section, 0) + 1
@@ -166,6 +166,8 @@ def read_manifest(path: Path, issues: Issues, *, governed: bool = False) -> Mani
             preamble.append(raw)
             continue
         if section == "unknown":
+            if line.startswith("### ") and line[4:].strip().casefold() in CANONICAL_HEADINGS:
+                issues.add(file, number, f'canonical heading appears outside Load by task: "{line[4:].strip()}"')
             continue
         if line.startswith("### "):
             heading = line[4:].strip()

@@ -246,7 +246,7 @@ def _reconciliation_findings(text: str, entry_ids: set[str]) -> list[ConflictFin
 
     opened = unclosed_fence(text)
     if opened is not None:
-        return [finding(f"reconciliations.md has a code fence that never closes (line {opened})")]
+        return [finding(f"Unclosed fenced code block in reconciliations.md (line {opened})")]
     out: list[ConflictFinding] = []
     seen_ids: set[str] = set()
     seen_sets: dict[frozenset[str], str] = {}

@@ -12,6 +12,7 @@ from selection.corpus.custodian.entries import Entry, parse_entry
 from selection.corpus.custodian.markdown import segments, unclosed_fence
 
 SUBJECT_STATUSES = ("active", "merged", "superseded")
+SUBJECT_FIELDS = frozenset({"Status", "Kind", "Canonical-Ref", "Evidence", "Aliases", "Merged-Into", "Supersedes", "Superseded-By"})
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,15 @@ def read_subjects(text: str, file: str = "subjects.md") -> tuple[list[Subject], 
     problems: list[tuple[int | None, str]] = []
     opened = unclosed_fence(text)
     if opened is not None:
-        return [], [(opened, f"{file} has a code fence that never closes")]
+        return [], [(opened, f"Unclosed fenced code block in {file} (line {opened})")]
     for segment in segments(text)[1:]:
         entry: Entry | None = parse_entry(segment.raw, segment.number)
         if entry is None or not entry.entry_id.upper().startswith("MC-SUBJ-"):
             problems.append((segment.number, f'{file}: "{segment.heading}" is not a Subject (## MC-SUBJ-... — title)'))
             continue
         problems.extend(entry.problems)
+        for key in sorted(set(entry.counts) - SUBJECT_FIELDS):
+            problems.append((segment.number, f"{entry.entry_id} has an unknown Subject field {key}"))
         status = entry.status
         if status not in SUBJECT_STATUSES:
             problems.append((segment.number, f"{entry.entry_id} has Subject status {status!r}"))
