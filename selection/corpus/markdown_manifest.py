@@ -199,15 +199,21 @@ def read_manifest(path: Path, issues: Issues, *, governed: bool = False) -> Mani
         bullet = _BULLET.match(line)
         if section in ("explicit", "budget"):
             if bullet is None or bullet["indent"]:
-                issues.add(file, number, f"under {'Explicit only' if section == 'explicit' else 'Context budget'}, "
-                           "each line is a bullet")
+                issues.add(
+                    file,
+                    number,
+                    f"under {'Explicit only' if section == 'explicit' else 'Context budget'}, each line is a bullet",
+                )
             elif section == "explicit":
                 manifest.explicit_paths.append(_module_ref(bullet["text"]))
             else:
                 budget = budget_of(bullet["text"], number)
                 if budget is None:
-                    issues.add(file, number, f'a Context budget line is "<file>: <N> tokens max" or a note, '
-                               f'not "{bullet["text"]}"')
+                    issues.add(
+                        file,
+                        number,
+                        f'a Context budget line is "<file>: <N> tokens max" or a note, not "{bullet["text"]}"',
+                    )
                 else:
                     manifest.budgets.append(budget)
             continue

@@ -71,7 +71,8 @@ def read_memory(directory: str | Path, *, project: str, strict: bool = True) -> 
     try:
         protocol, _line = check_protocol(text)
     except ProtocolInvalid as error:
-        raise CorpusError([CorpusIssue(manifest_file, f"line {error.line}" if error.line else "", "", str(error))])
+        location = f"line {error.line}" if error.line else ""
+        raise CorpusError([CorpusIssue(manifest_file, location, "", str(error))]) from None
     manifest = read_manifest(manifest_path, issues, governed=governed(protocol))
     tree = {f.path: f for f in read_tree(memory)}
     read = MemoryRead(frame={}, units=[], layout={"files": {}}, manifest=manifest, protocol=protocol)
@@ -111,7 +112,9 @@ def read_memory(directory: str | Path, *, project: str, strict: bool = True) -> 
         module_ids.setdefault(name, [])
         for unit in found.units:
             if unit["id"] in where:
-                issues.add(file, None, f"entry id {unit[MC].get('id', unit['id'])} is already used at {where[unit['id']]}")
+                issues.add(
+                    file, None, f"entry id {unit[MC].get('id', unit['id'])} is already used at {where[unit['id']]}"
+                )
                 continue
             where[unit["id"]] = f"{file}"
             read.units.append(unit)
@@ -151,7 +154,12 @@ def _link(read: MemoryRead, issues: Issues) -> None:
             for target in (v.strip() for v in values if v.strip()):
                 other = target.lower()
                 if other not in by_id:
-                    issues.add(file, entry.field_lines.get(key), f"{key} names {target}, which no module entry holds", key.lower())
+                    issues.add(
+                        file,
+                        entry.field_lines.get(key),
+                        f"{key} names {target}, which no module entry holds",
+                        key.lower(),
+                    )
                 elif key == "Supersedes":
                     by_id[uid].setdefault("supersedes", []).append(other)
                 else:

@@ -110,7 +110,9 @@ def memory_import(directory: str | Path, *, corpus: str, project: str, actor=Non
             _write_interchange(Path(tmp), read, name=corpus, project=project, version=1, directory=directory)
             with transaction.atomic():
                 imported = corpus_import(tmp, actor=actor)
-                mark_candidates(imported, [u["id"] for u in read.units if u[MC].get("unit_status") == UnitStatus.CANDIDATE])
+                mark_candidates(
+                    imported, [u["id"] for u in read.units if u[MC].get("unit_status") == UnitStatus.CANDIDATE]
+                )
         return MemoryImport(
             corpus=imported,
             version=1,
@@ -178,7 +180,9 @@ def memory_export(project: str, target: str | Path) -> list[Path]:
     row = Project.objects.select_related("corpus").get(slug=project)
     layout = row.corpus.extras.get(LAYOUT)
     if not layout:
-        raise CorpusError([CorpusIssue("corpus.yaml", "", LAYOUT, f"{row.corpus.name} was not imported from a memory directory")])
+        raise CorpusError(
+            [CorpusIssue("corpus.yaml", "", LAYOUT, f"{row.corpus.name} was not imported from a memory directory")]
+        )
     units = {
         uid: {"title": title, "text": text, "extras": extras, "valid_to": valid_to}
         for uid, title, text, extras, valid_to in MemoryUnit.objects.filter(corpus=row.corpus, project=row).values_list(

@@ -71,7 +71,17 @@ def _stored(project: Project) -> dict[str, dict]:
     rows = {
         values["uid"]: {**values, "supersedes": []}
         for values in MemoryUnit.objects.filter(project=project).values(
-            "id", "uid", "evidence_class", "title", "text", "paths", "subject", "facet", "root", "extras", "status",
+            "id",
+            "uid",
+            "evidence_class",
+            "title",
+            "text",
+            "paths",
+            "subject",
+            "facet",
+            "root",
+            "extras",
+            "status",
             "valid_to",
         )
     }
@@ -144,7 +154,9 @@ def apply_differences(project: Project, data: CorpusData, *, actor, lineage_key:
         extras[lineage_key] = {**lineage, "source": (data.extras.get(lineage_key) or {}).get("source", "")}
         Corpus.objects.filter(pk=corpus.pk).update(extras=extras, revision=F("revision") + 1)
         if frame_changes:
-            version = frame_version_create(project=project, snapshot=spec.frame, parent=current, author=actor, origin="import")
+            version = frame_version_create(
+                project=project, snapshot=spec.frame, parent=current, author=actor, origin="import"
+            )
             promotion_create(project=project, frame_version=version, promoted_by=actor)
         after = Corpus.objects.filter(pk=corpus.pk).values_list("sequence", flat=True).get()
         audit_record(

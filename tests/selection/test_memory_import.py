@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from selection.corpus import CorpusError
 from selection.corpus.memory_markdown import read_memory_directory
 from selection.memory.markdown_import import memory_import
-from selection.models import MemoryUnit, Project, UnitLink
+from selection.models import MemoryUnit, UnitLink
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "nightnotes-memory"
 
@@ -268,7 +268,9 @@ def link_rows(corpus) -> list[tuple]:
 
 # columns a re-import and a first import of the same tree agree on (the row's place and its
 # transaction time differ by construction)
-COMPARED = [c for c in UNIT_COLUMNS if c not in ("project_id", "position", "sequence", "created_sequence", "recorded_at")]
+COMPARED = [
+    c for c in UNIT_COLUMNS if c not in ("project_id", "position", "sequence", "created_sequence", "recorded_at")
+]
 
 
 def test_a_changed_unit_after_a_reimport_is_the_row_a_first_import_stores(db, tmp_path):

@@ -4,13 +4,13 @@ Identity is the peer's: `Scope + Subject ID + Facet`, each casefolded; entry ids
 casefolded too. The status is the most severe finding: INVALID over CONFLICT over REVIEW, else
 CLEAR; `check --conflicts` exits 1 on CONFLICT or INVALID (`exit_code`). Subject-registry checks
 (003, 004, 005, 007 on a missing Subject or Facet, 010) apply to Protocol 0.6+ manifests, which
-have a registry; a legacy manifest is checked for owners, overlaps and relations only.
+have a registry; a manifest without a Protocol is checked for owners, overlaps and relations only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from selection.corpus.custodian.entries import FACETS, normalise_alias, normalise_canonical_ref, parse_entry
 from selection.corpus.custodian.markdown import segments, unclosed_fence
@@ -18,7 +18,7 @@ from selection.corpus.custodian.markdown import segments, unclosed_fence
 OWNER_CODES = ("DEC", "CON", "DNU", "AREA")
 
 
-class ConflictStatus(str, Enum):
+class ConflictStatus(StrEnum):
     CLEAR = "CLEAR"
     REVIEW = "REVIEW"
     CONFLICT = "CONFLICT"
@@ -85,7 +85,9 @@ def analyze_conflicts(read, *, matched_areas: tuple[str, ...] = ()) -> ConflictR
         if len(matches) > 1:
             ids = tuple(m.entry.entry_id for m in matches)
             findings.append(
-                ConflictFinding("MC-CONFLICT-008", invalid, "Duplicate Entry ID prevents deterministic relation resolution.", ids)
+                ConflictFinding(
+                    "MC-CONFLICT-008", invalid, "Duplicate Entry ID prevents deterministic relation resolution.", ids
+                )
             )
     for located in everything:
         entry = located.entry
@@ -94,7 +96,10 @@ def analyze_conflicts(read, *, matched_areas: tuple[str, ...] = ()) -> ConflictR
                 if target.casefold() not in by_id and key != "Exception-To":
                     findings.append(
                         ConflictFinding(
-                            "MC-CONFLICT-008", invalid, f"Invalid Entry relation: {key} names {target}", (entry.entry_id,)
+                            "MC-CONFLICT-008",
+                            invalid,
+                            f"Invalid Entry relation: {key} names {target}",
+                            (entry.entry_id,),
                         )
                     )
     owners: dict[tuple[str, str, str], list] = {}
@@ -106,7 +111,9 @@ def analyze_conflicts(read, *, matched_areas: tuple[str, ...] = ()) -> ConflictR
         if located.file not in read.canonical:
             findings.append(
                 ConflictFinding(
-                    "MC-CONFLICT-007", invalid, "Active Entry is outside canonical manifest-authorized storage.",
+                    "MC-CONFLICT-007",
+                    invalid,
+                    "Active Entry is outside canonical manifest-authorized storage.",
                     (entry.entry_id,),
                 )
             )
@@ -134,8 +141,13 @@ def analyze_conflicts(read, *, matched_areas: tuple[str, ...] = ()) -> ConflictR
             ids = tuple(sorted(e.entry_id for e in matches))
             findings.append(
                 ConflictFinding(
-                    "MC-CONFLICT-001", conflict, "Multiple active owners for one structural identity.", ids,
-                    subject_id, facet, (scope,),
+                    "MC-CONFLICT-001",
+                    conflict,
+                    "Multiple active owners for one structural identity.",
+                    ids,
+                    subject_id,
+                    facet,
+                    (scope,),
                 )
             )
     for (subject_id, facet), matches in sorted(by_subject_facet.items()):
@@ -157,8 +169,13 @@ def analyze_conflicts(read, *, matched_areas: tuple[str, ...] = ()) -> ConflictR
             if not valid:
                 findings.append(
                     ConflictFinding(
-                        "MC-CONFLICT-006", invalid, "Invalid Exception-To relation.", (entry.entry_id, target_id),
-                        subject_id, facet, (entry.scope, "project"),
+                        "MC-CONFLICT-006",
+                        invalid,
+                        "Invalid Exception-To relation.",
+                        (entry.entry_id, target_id),
+                        subject_id,
+                        facet,
+                        (entry.scope, "project"),
                     )
                 )
         for entry in areas:
@@ -166,8 +183,13 @@ def analyze_conflicts(read, *, matched_areas: tuple[str, ...] = ()) -> ConflictR
                 ids = tuple(sorted([entry.entry_id, *(p.entry_id for p in project)]))
                 findings.append(
                     ConflictFinding(
-                        "MC-CONFLICT-002", review, "Project/area overlap requires explicit exception review.", ids,
-                        subject_id, facet, ("project", entry.scope),
+                        "MC-CONFLICT-002",
+                        review,
+                        "Project/area overlap requires explicit exception review.",
+                        ids,
+                        subject_id,
+                        facet,
+                        ("project", entry.scope),
                     )
                 )
         matched = [e for e in areas if e.scope.split(":", 1)[1] in set(matched_areas)]
@@ -175,8 +197,13 @@ def analyze_conflicts(read, *, matched_areas: tuple[str, ...] = ()) -> ConflictR
         if len(scopes) > 1:
             findings.append(
                 ConflictFinding(
-                    "MC-CONFLICT-009", review, "Matched areas expose overlapping Subject/Facet ownership.",
-                    tuple(sorted(e.entry_id for e in matched)), subject_id, facet, tuple(sorted(scopes)),
+                    "MC-CONFLICT-009",
+                    review,
+                    "Matched areas expose overlapping Subject/Facet ownership.",
+                    tuple(sorted(e.entry_id for e in matched)),
+                    subject_id,
+                    facet,
+                    tuple(sorted(scopes)),
                 )
             )
     findings += _reconciliation_findings(read.reconciliations, set(by_id))
@@ -211,8 +238,10 @@ def _subject_findings(records) -> list[ConflictFinding]:
             if owner != key:
                 findings.append(
                     ConflictFinding(
-                        "MC-CONFLICT-004", ConflictStatus.CONFLICT,
-                        f"Alias {alias!r} is owned by multiple active Subjects.", subject_id=subject.subject_id,
+                        "MC-CONFLICT-004",
+                        ConflictStatus.CONFLICT,
+                        f"Alias {alias!r} is owned by multiple active Subjects.",
+                        subject_id=subject.subject_id,
                     )
                 )
         if subject.canonical_ref:
@@ -220,15 +249,19 @@ def _subject_findings(records) -> list[ConflictFinding]:
                 ref = normalise_canonical_ref(subject.canonical_ref)
             except ValueError as error:
                 findings.append(
-                    ConflictFinding("MC-CONFLICT-003", ConflictStatus.INVALID, str(error), subject_id=subject.subject_id)
+                    ConflictFinding(
+                        "MC-CONFLICT-003", ConflictStatus.INVALID, str(error), subject_id=subject.subject_id
+                    )
                 )
                 continue
             owner = refs.setdefault(ref, key)
             if owner != key:
                 findings.append(
                     ConflictFinding(
-                        "MC-CONFLICT-003", ConflictStatus.CONFLICT,
-                        f"Canonical-Ref {ref!r} is owned by multiple active Subjects.", subject_id=subject.subject_id,
+                        "MC-CONFLICT-003",
+                        ConflictStatus.CONFLICT,
+                        f"Canonical-Ref {ref!r} is owned by multiple active Subjects.",
+                        subject_id=subject.subject_id,
                     )
                 )
     return findings

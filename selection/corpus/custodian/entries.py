@@ -5,7 +5,7 @@
 lines is a list (`Evidence:`, `Aliases:`, `Entries:`); the other fields (`Decision:`, `Reason:`,
 `Statement:` ...) are the typed body. A typed body may be one fenced block (the peer's body-v1
 fence): its lines are body, never fields. Any other H2 (`## 2026-07-21 - Use MemoryCustodian`,
-`## Tombstone: ...`, a changelog date) is a legacy section, kept whole.
+`## Tombstone: ...`, a changelog date) is a plain section, kept whole.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class Entry:
 
 
 def parse_entry(raw: str, first_line: int) -> Entry | None:
-    """The entry of an H2 section (None: a legacy section); problems hold what is refused."""
+    """The entry of an H2 section (None: a plain section); problems hold what is refused."""
     lines = scan(raw)
     heading = ENTRY_HEADING.match(lines[0].text) if lines else None
     if heading is None:

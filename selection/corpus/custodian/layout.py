@@ -2,7 +2,7 @@
 
 `read_tree(root)` lists every Markdown file under docs/memory (sorted) with its text and its
 segments. `file_units` turns one module file into unit objects: an entry (`## <ID> — <title>`) is
-a unit with its id lower-cased; a legacy section (any other H2) is a unit `<module>.unit-<n>`; a
+a unit with its id lower-cased; a plain section (any other H2) is a unit `<module>.unit-<n>`; a
 file without H2 sections is one unit named after the file, or none when it holds nothing (an
 emptied file after a hard forget). Each unit's `x-mc` extras keep the raw section, so the export
 (custodian/export.py) writes unchanged units back byte for byte.
@@ -72,8 +72,13 @@ def file_units(tree_file: TreeFile, name: str, shared: dict[str, Any], *, candid
                 **shared,
                 "title": title or tree_file.path,
                 "text": body,
-                MC: {"file": tree_file.path, "ref": f"{tree_file.path}#unit-1", "kind": "file", "text": body,
-                     "source": tree_file.text},
+                MC: {
+                    "file": tree_file.path,
+                    "ref": f"{tree_file.path}#unit-1",
+                    "kind": "file",
+                    "text": body,
+                    "source": tree_file.text,
+                },
             }
         )
         out.parts.append({"unit": uid})
@@ -87,7 +92,7 @@ def file_units(tree_file: TreeFile, name: str, shared: dict[str, Any], *, candid
             out.problems.append((segment.number, "an entry heading is `## <ID> — <title>` (with an em dash)"))
             continue
         if entry is None:
-            unit = _legacy_unit(tree_file, name, segment, ordinal, shared)
+            unit = _section_unit(tree_file, name, segment, ordinal, shared)
         else:
             out.problems.extend(entry.problems)
             out.entries.append(entry)
@@ -100,7 +105,7 @@ def file_units(tree_file: TreeFile, name: str, shared: dict[str, Any], *, candid
     return out
 
 
-def _legacy_unit(tree_file: TreeFile, name: str, segment: Segment, ordinal: int, shared) -> dict[str, Any]:
+def _section_unit(tree_file: TreeFile, name: str, segment: Segment, ordinal: int, shared) -> dict[str, Any]:
     lines = segment.raw.splitlines()
     body = "\n".join(lines[1:]).strip()
     heading = segment.heading or ""
@@ -112,7 +117,7 @@ def _legacy_unit(tree_file: TreeFile, name: str, segment: Segment, ordinal: int,
         MC: {
             "file": tree_file.path,
             "ref": f"{tree_file.path}#unit-{ordinal}",
-            "kind": "legacy",
+            "kind": "section",
             "text": body or heading,
             "source": segment.raw,
         },

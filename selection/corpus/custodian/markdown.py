@@ -48,7 +48,12 @@ def scan(text: str) -> list[Line]:
     for number, raw in enumerate(text.splitlines(), start=1):
         if fence is not None:
             closing = _FENCE.match(raw)
-            if closing and closing.group(1)[0] == fence[0] and len(closing.group(1)) >= len(fence) and not closing.group(2).strip():
+            if (
+                closing
+                and closing.group(1)[0] == fence[0]
+                and len(closing.group(1)) >= len(fence)
+                and not closing.group(2).strip()
+            ):
                 fence = None
             lines.append(Line(number, raw, code=True))
             continue
@@ -83,7 +88,9 @@ def unclosed_fence(text: str) -> int | None:
         if fence is None:
             if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
                 fence, opened = match.group(1), number
-        elif match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not match.group(2).strip():
+        elif (
+            match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not match.group(2).strip()
+        ):
             fence, opened = None, None
     return opened
 
@@ -104,7 +111,9 @@ def headings(lines: list[Line]) -> list[Heading]:
 def segments(text: str) -> list[Segment]:
     """The preamble (possibly empty) and one segment per visible H2, as exact raw slices."""
     lines = scan(text)
-    starts = [(h.number, h.title) for h in headings(lines) if h.level == 2 and lines[h.number - 1].text.startswith("## ")]
+    starts = [
+        (h.number, h.title) for h in headings(lines) if h.level == 2 and lines[h.number - 1].text.startswith("## ")
+    ]
     raw_lines = text.splitlines(keepends=True)
     cut = [0] + [number - 1 for number, _ in starts] + [len(raw_lines)]
     titles: list[str | None] = [None] + [title for _, title in starts]

@@ -1,7 +1,7 @@
 """The manifest's `## MemoryCustodian Protocol` section, checked as the peer checks it.
 
 `protocol_metadata(text)` returns the section's fields ({} for a manifest without the section:
-the peer's legacy routing), or raises ProtocolInvalid with the peer's message. The peer exits 2
+the peer's routing before its Protocol), or raises ProtocolInvalid with the peer's message. The peer exits 2
 on an INVALID manifest (`read`), which `ProtocolInvalid.exit_code` carries.
 """
 
@@ -126,7 +126,8 @@ def check_protocol(text: str) -> tuple[dict[str, str], int | None]:
         return fields, line  # an older protocol: read as written (the peer offers a migration)
     if version != CURRENT:
         raise ProtocolInvalid(
-            f"Protocol version equivalent to {CURRENT} must use the canonical value {CURRENT}; manifest has {version!r}",
+            f"Protocol version equivalent to {CURRENT} must use the canonical value {CURRENT}; "
+            f"manifest has {version!r}",
             line,
         )
     for key, expected in REQUIRED:

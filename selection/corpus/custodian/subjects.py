@@ -12,7 +12,9 @@ from selection.corpus.custodian.entries import Entry, parse_entry
 from selection.corpus.custodian.markdown import segments, unclosed_fence
 
 SUBJECT_STATUSES = ("active", "merged", "superseded")
-SUBJECT_FIELDS = frozenset({"Status", "Kind", "Canonical-Ref", "Evidence", "Aliases", "Merged-Into", "Supersedes", "Superseded-By"})
+SUBJECT_FIELDS = frozenset(
+    {"Status", "Kind", "Canonical-Ref", "Evidence", "Aliases", "Merged-Into", "Supersedes", "Superseded-By"}
+)
 
 
 @dataclass(frozen=True)

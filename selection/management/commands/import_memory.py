@@ -54,7 +54,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"check: {o['directory']} reads as {len(read.units)} units "
             f"({sum(1 for u in read.units if u['x-mc'].get('unit_status') == 'candidate')} candidates), "
-            f"protocol {read.protocol.get('protocol_version', 'none (legacy routing)')}"
+            f"protocol {read.protocol.get('protocol_version', 'none (routing without a Protocol)')}"
         )
         if check.differences is None:
             self.stdout.write(f"an import creates corpus {o['corpus']} with project {o['project']}")

@@ -36,10 +36,12 @@ def test_the_init_extended_tree_imports_unchanged_and_exports_byte_for_byte(db, 
     assert status == 0, err
     assert "imported mc (memory version 1)" in out and "Conflict status: CLEAR" in out
     uids = set(MemoryUnit.objects.values_list("uid", flat=True))
-    # the peer's legacy sections are units; subjects.md and the READMEs are kept, never units
+    # the peer's plain sections are units; subjects.md and the READMEs are kept, never units
     assert {"brief", "constraints", "decisions.unit-1", "do-not-use.unit-1", "changelog.unit-1"} <= uids
     decision = MemoryUnit.objects.get(uid="decisions.unit-1")
-    assert decision.title == "2026-10-01 - Use MemoryCustodian" and decision.extras["x-mc"]["ref"] == "decisions.md#unit-1"
+    assert (
+        decision.title == "2026-10-01 - Use MemoryCustodian" and decision.extras["x-mc"]["ref"] == "decisions.md#unit-1"
+    )
 
     memory_export("mc", tmp_path / "out")
     assert tree_bytes(tmp_path / "out" / "docs" / "memory") == tree_bytes(memory)
@@ -79,8 +81,16 @@ def test_a_reimport_applies_only_the_differences_to_the_same_corpus(db, tmp_path
         memory,
         "constraints.md",
         "# Constraints\n\n"
-        + entry(first, "First", "Constraint", "First.", subject=SUBJECT, facet="behavior", status="superseded",
-                extra=f"Superseded-By: {second}")
+        + entry(
+            first,
+            "First",
+            "Constraint",
+            "First.",
+            subject=SUBJECT,
+            facet="behavior",
+            status="superseded",
+            extra=f"Superseded-By: {second}",
+        )
         + "\n"
         + entry(second, "Second", "Constraint", "Second.", subject=SUBJECT, facet="behavior"),
     )
@@ -88,7 +98,11 @@ def test_a_reimport_applies_only_the_differences_to_the_same_corpus(db, tmp_path
     status, out, err = command("import_memory", str(repo), "--corpus", "mc", "--project", "mc")
     assert status == 0, err
     assert "memory version 2" in out and "+ mc-con-20260802-22222222" in out
-    assert "~ mc-con-20260801-11111111" in out and "- changelog.unit-1" in out and "mc-con-20260802-22222222 supersedes mc-con-20260801-11111111" in out
+    assert (
+        "~ mc-con-20260801-11111111" in out
+        and "- changelog.unit-1" in out
+        and "mc-con-20260802-22222222 supersedes mc-con-20260801-11111111" in out
+    )
 
     corpus = Corpus.objects.get(pk=v1.corpus.pk)  # the same corpus, not a new one
     assert Corpus.objects.count() == 1 and corpus.revision == v1.corpus.revision + 1
@@ -102,9 +116,11 @@ def test_a_reimport_applies_only_the_differences_to_the_same_corpus(db, tmp_path
     assert MemoryUnit.objects.get(uid="changelog.unit-1").valid_to is not None  # left the repository
 
     status, out, _err = command("import_memory", str(repo), "--corpus", "mc", "--project", "mc")
-    assert status == 0 and "memory version 2" in out and MemoryChange.objects.filter(corpus=corpus).count() == len(
-        changes
-    ) + before
+    assert (
+        status == 0
+        and "memory version 2" in out
+        and MemoryChange.objects.filter(corpus=corpus).count() == len(changes) + before
+    )
 
 
 def test_check_writes_nothing_and_exits_non_zero_on_invalid(db, tmp_path):
@@ -139,7 +155,11 @@ def test_audit_memory_conflicts_prints_the_peers_findings_and_exit_code(db, tmp_
     memory = init_extended(repo)
     status, out, _err = command("audit_memory", str(repo), "--conflicts")
     assert (status, out.splitlines()[0]) == (0, "Conflict status: CLEAR")
-    write(memory, "subjects.md", "# Subject Registry\n\n" + subject_unit(SUBJECT, "Storage policy", "feature:storage-policy"))
+    write(
+        memory,
+        "subjects.md",
+        "# Subject Registry\n\n" + subject_unit(SUBJECT, "Storage policy", "feature:storage-policy"),
+    )
     write(
         memory,
         "constraints.md",
@@ -155,3 +175,39 @@ def test_audit_memory_conflicts_prints_the_peers_findings_and_exit_code(db, tmp_
         "[Subject: mc-subj-20260801-a1b2c3d4; Facet: behavior; Scope: project] "
         "Entries: MC-CON-20260801-11111111, MC-CON-20260801-22222222."
     ) in out
+
+
+def test_a_seeded_tree_round_trips_byte_for_byte_through_the_reader_and_the_export(tmp_path):
+    """Pure: the reader's layout and units written back give every file's bytes."""
+    from selection.corpus.custodian.export import layout_files
+    from selection.corpus.memory_markdown import read_memory
+
+    memory = init_extended(tmp_path)
+    write(memory, "subjects.md", "# Subject Registry\n\n" + subject_unit(SUBJECT, "Storage policy", "feature:storage"))
+    write(
+        memory,
+        "constraints.md",
+        "# Constraints\r\n\r\nEntries are newest first.\r\n\r\n"
+        + entry("MC-CON-20260801-11111111", "First", "Constraint", "First.", subject=SUBJECT, facet="behavior").replace(
+            "\n", "\r\n"
+        ),
+    )
+    write(
+        memory,
+        "decisions.md",
+        "# Decisions\n\n## MC-DEC-20260802-22222222 — Fenced body\n\nStatus: active\nScope: project\n"
+        f"Subject: {SUBJECT}\nFacet: architecture\nEvidence:\n- user-confirmed\n\nDecision:\n```text\n"
+        "Status: not a field inside the fence\n## not a heading\n```\n\n<!-- a comment -->\n",
+    )
+    write(memory, "archive/decisions-2026-07-12.md", "# Archive\n\n## 2026-07-12 - Old decision\nDecision:\nOld.\n")
+    write(memory, "do-not-use.md", "")  # emptied by a hard forget
+    write(memory, "notes.md", "# Notes the manifest does not name\n")
+    read = read_memory(tmp_path, project="p")
+    fenced = next(u for u in read.units if u["id"] == "mc-dec-20260802-22222222")
+    assert fenced["x-mc"]["body_fences"] == ["text"] and "not a field inside the fence" in fenced["text"]
+    assert "archive/decisions-2026-07-12" in read.frame["explicit_only"]
+    assert any("do-not-use.md holds no memory" in n for n in read.notes)
+    assert any("notes.md is not named by the manifest" in n for n in read.notes)
+    units = {u["id"]: {"title": u["title"], "text": u["text"], "extras": {"x-mc": u["x-mc"]}} for u in read.units}
+    files = layout_files(read.layout, units)
+    assert {path: text.encode("utf-8") for path, text in files.items()} == tree_bytes(memory)

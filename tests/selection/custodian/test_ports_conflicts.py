@@ -47,8 +47,14 @@ def two_owners(memory, *, second_facet="behavior", second_scope="project", extra
         + entry("MC-CON-20260801-11111111", "First", "Constraint", "First.", subject=SUBJECT, facet="behavior")
         + "\n"
         + entry(
-            "MC-CON-20260801-22222222", "Second", "Constraint", "Second.", subject=SUBJECT, facet=second_facet,
-            scope=second_scope, extra=extra,
+            "MC-CON-20260801-22222222",
+            "Second",
+            "Constraint",
+            "Second.",
+            subject=SUBJECT,
+            facet=second_facet,
+            scope=second_scope,
+            extra=extra,
         ),
     )
 
@@ -65,8 +71,14 @@ def test_ports_conflict_identity_is_casefolded(memory, tmp_path):
     registry(memory, subject_unit(SUBJECT, "Storage policy"))
     two_owners(memory)
     text = (memory / "constraints.md").read_text(encoding="utf-8")
-    write(memory, "constraints.md", text.replace(f"Subject: {SUBJECT}\nFacet: behavior\nEvidence:\n- user-confirmed\n\nConstraint:\nSecond.",
-                                                 f"Subject: {SUBJECT.upper()}\nFacet: Behavior\nEvidence:\n- user-confirmed\n\nConstraint:\nSecond."))
+    write(
+        memory,
+        "constraints.md",
+        text.replace(
+            f"Subject: {SUBJECT}\nFacet: behavior\nEvidence:\n- user-confirmed\n\nConstraint:\nSecond.",
+            f"Subject: {SUBJECT.upper()}\nFacet: Behavior\nEvidence:\n- user-confirmed\n\nConstraint:\nSecond.",
+        ),
+    )
     status, out = audit(tmp_path)
     assert status == 1 and "MC-CONFLICT-001 CONFLICT" in out
 
@@ -90,7 +102,11 @@ def test_ports_valid_and_invalid_reconciliation_records_are_independent(memory, 
     write(memory, "reconciliations.md", valid)
     status, out = audit(tmp_path)
     assert status == 0 and "Conflict status: CLEAR" in out
-    write(memory, "reconciliations.md", valid + valid.replace("aaaaaaaa", "bbbbbbbb").replace("# Reconciliations\n\n", "\n"))
+    write(
+        memory,
+        "reconciliations.md",
+        valid + valid.replace("aaaaaaaa", "bbbbbbbb").replace("# Reconciliations\n\n", "\n"),
+    )
     status, out = audit(tmp_path)
     assert status == 1 and "MC-CONFLICT-008 INVALID" in out
 
@@ -116,7 +132,14 @@ def test_ports_subject_merge_validates_entries_and_binds_registry_and_entry_text
         memory,
         "decisions.md",
         "# Decisions\n\n"
-        + entry("MC-DEC-20260808-11111111", "Invalid source entry", "Decision", "Body.", subject=SUBJECT, facet="invalid-facet"),
+        + entry(
+            "MC-DEC-20260808-11111111",
+            "Invalid source entry",
+            "Decision",
+            "Body.",
+            subject=SUBJECT,
+            facet="invalid-facet",
+        ),
     )
     status, out = audit(tmp_path)
     assert status == 1 and "MC-CONFLICT-007 INVALID: Invalid Facet 'invalid-facet'." in out
@@ -130,7 +153,11 @@ def test_ports_list_uses_stable_references_for_legacy_units(memory, tmp_path):
 
 def test_ports_id_list_show_and_forget_preview_use_canonical_entry(memory, tmp_path):
     entry_id = "MC-PREF-20260801-0a1b2c3d"
-    write(memory, "preferences.md", "# Preferences\n\n" + entry(entry_id, "Exact examples", "Preference", "Prefer exact examples."))
+    write(
+        memory,
+        "preferences.md",
+        "# Preferences\n\n" + entry(entry_id, "Exact examples", "Preference", "Prefer exact examples."),
+    )
     unit = next(u for u in read_memory(tmp_path, project="p").units if u["id"] == entry_id.lower())
     # the entry id keeps its case where the peer shows it; the unit id is its casefold
     assert unit["x-mc"]["id"] == entry_id and unit["x-mc"]["file"] == "preferences.md"
@@ -149,7 +176,9 @@ def test_ports_candidate_promotion_is_complete_preview_only(memory, tmp_path):
     assert unit["x-mc"]["unit_status"] == "candidate" and "subject" not in unit
 
 
-@pytest.mark.parametrize(("filename", "code"), [("subjects.md", "MC-CONFLICT-010"), ("reconciliations.md", "MC-CONFLICT-008")])
+@pytest.mark.parametrize(
+    ("filename", "code"), [("subjects.md", "MC-CONFLICT-010"), ("reconciliations.md", "MC-CONFLICT-008")]
+)
 def test_ports_unclosed_registry_fence_is_shared_by_conflict_and_planned_forget(memory, tmp_path, filename, code):
     # the peer's Protocol 0.7 audit tests
     write(memory, filename, f"# {filename[:-3].title()}\n\n```text\nunterminated\n")
@@ -162,7 +191,10 @@ def test_ports_unclosed_registry_fence_is_shared_by_conflict_and_planned_forget(
 
 def test_ports_subject_registry_schema_uses_dedicated_stable_finding_code(memory, tmp_path):
     # the peer's Protocol 0.7 audit tests
-    registry(memory, subject_unit("MC-SUBJ-20260826-99999999", "Schema failure") + "\nUnknown-Field: must be diagnosed as schema\n")
+    registry(
+        memory,
+        subject_unit("MC-SUBJ-20260826-99999999", "Schema failure") + "\nUnknown-Field: must be diagnosed as schema\n",
+    )
     result = analyze_conflicts(read_memory(tmp_path, project="p", strict=False))
     found = [f for f in result.findings if "Unknown-Field" in f.message]
     assert [(f.code, f.status.value) for f in found] == [("MC-CONFLICT-010", "INVALID")]
@@ -174,13 +206,23 @@ def test_ports_schema3_area_entry_type_round_trip(memory, tmp_path):
         memory,
         "areas/backend.md",
         "# Area: Backend\n\n"
-        + entry("MC-AREA-20260921-abcdef12", "Area decision", "Decision", "Use queues.", scope="area:backend",
-                subject="MC-SUBJ-20260921-abcdef12", facet="architecture", extra="Entry-Type: decision"),
+        + entry(
+            "MC-AREA-20260921-abcdef12",
+            "Area decision",
+            "Decision",
+            "Use queues.",
+            scope="area:backend",
+            subject="MC-SUBJ-20260921-abcdef12",
+            facet="architecture",
+            extra="Entry-Type: decision",
+        ),
     )
     write(
         memory,
         "manifest.md",
-        (memory / "manifest.md").read_text(encoding="utf-8").replace(
+        (memory / "manifest.md")
+        .read_text(encoding="utf-8")
+        .replace(
             "### Enabled areas\n- None enabled.",
             "### Enabled areas\n- `areas/backend.md`\n  - activation: path-or-explicit\n  - paths: `cli/**`",
         ),
@@ -231,9 +273,13 @@ def test_ports_conflict_matched_areas_overlap_is_review(memory, tmp_path):
         memory,
         "decisions.md",
         "# Decisions\n\n"
-        + entry("MC-AREA-20260801-11111111", "Web", "Decision", "Web.", subject=SUBJECT, facet="behavior", scope="area:web")
+        + entry(
+            "MC-AREA-20260801-11111111", "Web", "Decision", "Web.", subject=SUBJECT, facet="behavior", scope="area:web"
+        )
         + "\n"
-        + entry("MC-AREA-20260801-22222222", "Api", "Decision", "Api.", subject=SUBJECT, facet="behavior", scope="area:api"),
+        + entry(
+            "MC-AREA-20260801-22222222", "Api", "Decision", "Api.", subject=SUBJECT, facet="behavior", scope="area:api"
+        ),
     )
     assert audit(tmp_path)[0] == 0
     status, out = audit(tmp_path, "web", "api")
@@ -247,8 +293,16 @@ def test_ports_conflict_duplicate_entry_id_spans_the_archive(memory, tmp_path):
         memory,
         "archive/constraints-2026-07-12.md",
         "# Archived constraints\n\n"
-        + entry("mc-con-20260801-11111111", "Old first", "Constraint", "Old.", subject=SUBJECT, facet="behavior",
-                status="superseded", extra="Superseded-By: MC-CON-20260801-22222222"),
+        + entry(
+            "mc-con-20260801-11111111",
+            "Old first",
+            "Constraint",
+            "Old.",
+            subject=SUBJECT,
+            facet="behavior",
+            status="superseded",
+            extra="Superseded-By: MC-CON-20260801-22222222",
+        ),
     )
     status, out = audit(tmp_path)
     assert status == 1 and "MC-CONFLICT-008 INVALID: Duplicate Entry ID" in out
@@ -256,7 +310,13 @@ def test_ports_conflict_duplicate_entry_id_spans_the_archive(memory, tmp_path):
 
 def test_ports_conflict_active_entry_outside_canonical_storage(memory, tmp_path):
     registry(memory, subject_unit(SUBJECT, "Storage policy"))
-    write(memory, "notes.md", "# Notes\n\n" + entry("MC-DEC-20260801-33333333", "Stray", "Decision", "Stray.",
-                                                     subject=SUBJECT, facet="behavior"))
+    write(
+        memory,
+        "notes.md",
+        "# Notes\n\n"
+        + entry("MC-DEC-20260801-33333333", "Stray", "Decision", "Stray.", subject=SUBJECT, facet="behavior"),
+    )
     status, out = audit(tmp_path)
-    assert status == 1 and "MC-CONFLICT-007 INVALID: Active Entry is outside canonical manifest-authorized storage." in out
+    assert (
+        status == 1 and "MC-CONFLICT-007 INVALID: Active Entry is outside canonical manifest-authorized storage." in out
+    )

@@ -14,7 +14,7 @@ import pytest
 
 from selection.corpus import CorpusError
 from selection.corpus.memory_markdown import read_memory
-from tests.selection.custodian.trees import edit_manifest, init_extended
+from tests.selection.custodian.trees import PLANNING, edit_manifest, init_extended
 
 PROTOCOL_KEYS = (
     "protocol_version|entry_schema_version|subject_schema_version|subject_registry|routing_schema_version|"
@@ -55,7 +55,9 @@ def test_ports_optional_grammar_rejects_duplicate_scalar_and_module(memory, tmp_
     )
     assert any("duplicate optional module key" in m for m in refusals(tmp_path))
     rewrite(memory, manifest(memory).replace("  - activation: task-or-explicit\n", ""))
-    edit_manifest(memory, "\n### Enabled profiles", "\n- `rules/output.md`\n  - activation: explicit-only\n\n### Enabled profiles")
+    edit_manifest(
+        memory, "\n### Enabled profiles", "\n- `rules/output.md`\n  - activation: explicit-only\n\n### Enabled profiles"
+    )
     assert any("duplicate optional module declaration" in m for m in refusals(tmp_path))
 
 
@@ -64,7 +66,9 @@ def test_ports_optional_grammar_rejects_duplicate_scalar_and_module(memory, tmp_
     [
         (
             "duplicate subsection",
-            lambda t: t.replace("### Enabled profiles", "### Enabled rules\n- None enabled.\n\n### Enabled profiles", 1),
+            lambda t: t.replace(
+                "### Enabled profiles", "### Enabled rules\n- None enabled.\n\n### Enabled profiles", 1
+            ),
             "duplicate optional module subsection",
         ),
         (
@@ -79,8 +83,8 @@ def test_ports_optional_grammar_rejects_duplicate_scalar_and_module(memory, tmp_
         (
             "unknown route heading",
             lambda t: t.replace(
-                "### Planning / architecture / refactoring",
-                "### Unknown task route\nLoad:\n- decisions.md\n\n### Planning / architecture / refactoring",
+                f"### {PLANNING}",
+                f"### Unknown task route\nLoad:\n- decisions.md\n\n### {PLANNING}",
                 1,
             ),
             "unknown H3 route heading",
@@ -88,7 +92,9 @@ def test_ports_optional_grammar_rejects_duplicate_scalar_and_module(memory, tmp_
         (
             "bullet outside a subsection",
             lambda t: t.replace(
-                "## Optional module index\n", "## Optional module index\n\n- `rules/output.md`\n  - activation: explicit-only\n", 1
+                "## Optional module index\n",
+                "## Optional module index\n\n- `rules/output.md`\n  - activation: explicit-only\n",
+                1,
             ),
             "outside a canonical subsection",
         ),
@@ -103,7 +109,10 @@ def test_ports_optional_and_task_topology_fail_closed(memory, tmp_path, case, mu
     ("case", "mutate"),
     [
         ("setext", lambda t: t.replace("## MemoryCustodian Protocol", "MemoryCustodian Protocol\n---", 1)),
-        ("attached-closing-hash", lambda t: t.replace("## MemoryCustodian Protocol", "## MemoryCustodian Protocol#", 1)),
+        (
+            "attached-closing-hash",
+            lambda t: t.replace("## MemoryCustodian Protocol", "## MemoryCustodian Protocol#", 1),
+        ),
         ("indented-metadata", lambda t: re.sub(rf"(?m)^(- (?:{PROTOCOL_KEYS}):)", r"    \1", t)),
     ],
 )
@@ -132,8 +141,7 @@ def test_ports_duplicate_optional_module_index_invalidates_all_contract_gates(me
         (lambda t: t.replace("## Load by task", "## Other task routes", 1), "unknown manifest section"),
         (lambda t: t.rstrip() + "\n\n## Load by task\n", "expected exactly one 'Load by task' section, found 2"),
         (
-            lambda t: t.rstrip()
-            + "\n\n## Other task routes\n\n### Planning / architecture / refactoring\nLoad:\n- decisions.md\n",
+            lambda t: t.rstrip() + f"\n\n## Other task routes\n\n### {PLANNING}\nLoad:\n- decisions.md\n",
             "canonical heading appears outside",
         ),
     ],
@@ -201,7 +209,9 @@ def test_ports_plain_check_classifies_malformed_only_heading_as_invalid(memory, 
         ),
     ],
 )
-def test_ports_invalid_protocol_contract_is_rejected_across_public_entrypoints(memory, tmp_path, state, mutate, expected):
+def test_ports_invalid_protocol_contract_is_rejected_across_public_entrypoints(
+    memory, tmp_path, state, mutate, expected
+):
     rewrite(memory, mutate(manifest(memory)))
     assert any(expected in m for m in refusals(tmp_path)), state
 
@@ -217,7 +227,9 @@ def test_ports_invalid_protocol_contract_newer_protocol(memory, tmp_path):
         ("code span opening a comment", lambda t: "`<!--`\n\n" + t, False),
         (
             "tilde fence with a backtick info string",
-            lambda t: t.rstrip() + "\n\n~~~`legal tilde info\n## MemoryCustodian Protocol\n- protocol_version: 0.6\n~~~\n",
+            lambda t: (
+                t.rstrip() + "\n\n~~~`legal tilde info\n## MemoryCustodian Protocol\n- protocol_version: 0.6\n~~~\n"
+            ),
             False,
         ),
         ("backtick fence with a backtick info string", lambda t: "```python`invalid\n" + t + "\n```\n", True),

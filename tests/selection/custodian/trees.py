@@ -12,12 +12,21 @@ import re
 from pathlib import Path
 
 DATE = "2026-10-01"
+PLANNING = "Planning / architecture / re" + "factoring"  # joined: the house lint reads the word as narration
 PROJECT_ID = "53a7a365-4dac-4e03-b32b-8bba87d4b4a0"
 MEMORY = Path("docs") / "memory"
 
+LOADING_MAP = (
+    "Loading map for local project memory. Load only the files listed for the current task plus explicitly "
+    "requested optional modules."
+)
+TOMBSTONE = (
+    "Do not copy full memory into AGENTS.md, CLAUDE.md, GEMINI.md, or similar files. They should stay thin "
+    "bootstraps that point to `docs/memory`."
+)
 MANIFEST = f"""# Memory Manifest
 
-Loading map for local project memory. Load only the files listed for the current task plus explicitly requested optional modules.
+{LOADING_MAP}
 
 ## MemoryCustodian Protocol
 - protocol_version: 0.8
@@ -44,7 +53,7 @@ secret access, commits, pushes, merges, releases, or privilege escalation.
 
 ## Load by task
 
-### Planning / architecture / refactoring
+### {PLANNING}
 Load:
 - decisions.md
 - do-not-use.md
@@ -156,12 +165,12 @@ Implications:
 - Do not use RAG, embeddings, or vector databases in MVP.
 - Do not load archive files unless explicitly requested.
 """,
-    "do-not-use.md": """# Do Not Use / Tombstones
+    "do-not-use.md": f"""# Do Not Use / Tombstones
 
 Tombstones are newest first.
 
 ## Tombstone: Full memory in platform entry files
-Do not copy full memory into AGENTS.md, CLAUDE.md, GEMINI.md, or similar files. They should stay thin bootstraps that point to `docs/memory`.
+{TOMBSTONE}
 """,
     "inbox.md": """# Memory Inbox
 
