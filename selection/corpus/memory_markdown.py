@@ -67,14 +67,20 @@ def read_memory(directory: str | Path, *, project: str, strict: bool = True) -> 
         raise CorpusError([CorpusIssue(str(MEMORY_DIR / MANIFEST), "", "", f"is missing under {root}")])
     issues = Issues()
     manifest_file = str(MEMORY_DIR / MANIFEST)
-    text = manifest_path.read_text(encoding="utf-8")
+    try:
+        text = manifest_path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorpusError([CorpusIssue(manifest_file, "", "", f"is not UTF-8 text (byte {error.start})")]) from None
     try:
         protocol, _line = check_protocol(text)
     except ProtocolInvalid as error:
         location = f"line {error.line}" if error.line else ""
         raise CorpusError([CorpusIssue(manifest_file, location, "", str(error))]) from None
     manifest = read_manifest(manifest_path, issues, governed=governed(protocol))
-    tree = {f.path: f for f in read_tree(memory)}
+    files, unreadable = read_tree(memory)
+    tree = {f.path: f for f in files}
+    for path, problem in unreadable:
+        issues.add(str(MEMORY_DIR / path), None, problem)
     read = MemoryRead(frame={}, units=[], layout={"files": {}}, manifest=manifest, protocol=protocol)
     if REGISTRY in tree:
         read.subjects, read.subject_problems = read_subjects(tree[REGISTRY].text)

@@ -39,14 +39,23 @@ class FileRead:
     notes: list[str] = field(default_factory=list)
 
 
-def read_tree(memory: Path) -> list[TreeFile]:
-    files = []
+def read_tree(memory: Path) -> tuple[list[TreeFile], list[tuple[str, str]]]:
+    """(the Markdown files, (file, problem) for each one the reader refuses: a symlink, not UTF-8)."""
+    files, problems = [], []
     for path in sorted(memory.rglob("*.md"), key=lambda p: p.relative_to(memory).as_posix()):
-        if path.is_symlink() or not path.is_file():
+        relative = path.relative_to(memory).as_posix()
+        if path.is_symlink():
+            problems.append((relative, "a managed memory path must not be a symlink (not followed)"))
             continue
-        text = path.read_bytes().decode("utf-8")
-        files.append(TreeFile(path.relative_to(memory).as_posix(), text, segments(text)))
-    return files
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as error:
+            problems.append((relative, f"is not UTF-8 text (byte {error.start})"))
+            continue
+        files.append(TreeFile(relative, text, segments(text)))
+    return files, problems
 
 
 def module_unit_id(name: str) -> str:

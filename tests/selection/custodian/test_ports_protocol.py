@@ -264,3 +264,21 @@ def test_ports_legacy_manifest_without_protocol_reads_as_legacy_routing(memory, 
     rewrite(memory, re.sub(r"(?s)## MemoryCustodian Protocol\n.*?\n\n", "", manifest(memory), count=1))
     read = reads(tmp_path)
     assert read.protocol == {} and not read.governed and read.frame["modules"]["brief"] == ["brief"]
+
+
+def test_ports_migration_operand_decode_failure_precedes_all_pending_seeds(memory, tmp_path):
+    (memory / "decisions.md").write_bytes(b"\xff\xfe")
+    assert any("docs/memory/decisions.md" in m and "is not UTF-8" in m for m in refusals(tmp_path))
+
+
+def test_ports_migration_rejects_unparsed_and_escaping_optional_operands_symlink(memory, tmp_path):
+    outside = tmp_path / "outside.md"
+    outside.write_text("# Outside\n\n## Legacy\nDecision:\nDo not touch.\n", encoding="utf-8")
+    edit_manifest(
+        memory,
+        "### Enabled areas\n- None enabled.",
+        "### Enabled areas\n- `areas/link.md`\n  - activation: path\n  - paths: `src/**`",
+    )
+    (memory / "areas").mkdir()
+    (memory / "areas" / "link.md").symlink_to(outside)
+    assert any("must not be a symlink" in m for m in refusals(tmp_path))
