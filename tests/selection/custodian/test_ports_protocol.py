@@ -273,7 +273,7 @@ def test_ports_migration_operand_decode_failure_precedes_all_pending_seeds(memor
 
 def test_ports_migration_rejects_unparsed_and_escaping_optional_operands_symlink(memory, tmp_path):
     outside = tmp_path / "outside.md"
-    outside.write_text("# Outside\n\n## Legacy\nDecision:\nDo not touch.\n", encoding="utf-8")
+    outside.write_text("# Outside\n\n## Outside section\nDecision:\nDo not touch.\n", encoding="utf-8")
     edit_manifest(
         memory,
         "### Enabled areas\n- None enabled.",
