@@ -124,7 +124,8 @@ def read_memory(directory: str | Path, *, project: str, strict: bool = True) -> 
                 continue
             where[unit["id"]] = f"{file}"
             read.units.append(unit)
-            module_ids[name].append(unit["id"])
+            if not unit[MC].get("unit_status"):  # a candidate is stored, never routed or selected
+                module_ids[name].append(unit["id"])
     _link(read, issues)
     if issues.found and strict:
         raise CorpusError(issues.found)

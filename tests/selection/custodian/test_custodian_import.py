@@ -63,6 +63,7 @@ def test_inbox_candidates_are_stored_as_candidates_and_never_selected(db, tmp_pa
     created = MemoryChange.objects.get(unit=row)
     assert (created.kind, created.state["status"]) == ("created", "candidate")
     assert "mc-inbox-20260728-d92a7e10" not in {u.id for u in store.corpus_index(imported.corpus.pk).units}
+    assert imported.corpus.projects.get().slug == "mc"
 
 
 def test_a_reimport_applies_only_the_differences_to_the_same_corpus(db, tmp_path):

@@ -172,8 +172,10 @@ def test_ports_candidate_promotion_is_complete_preview_only(memory, tmp_path):
         f"# Memory Inbox\n\n## {candidate} — Focused examples\n\nStatus: candidate\nCandidate-Type: preference\n"
         "Scope: project\nEvidence:\n- agent-observed\n\nStatement:\nPrefer focused examples.\n",
     )
-    unit = next(u for u in read_memory(tmp_path, project="p").units if u["id"] == candidate.lower())
+    read = read_memory(tmp_path, project="p")
+    unit = next(u for u in read.units if u["id"] == candidate.lower())
     assert unit["x-mc"]["unit_status"] == "candidate" and "subject" not in unit
+    assert read.frame["modules"]["inbox"] == []  # never routed into a context
 
 
 @pytest.mark.parametrize(
