@@ -6,6 +6,7 @@ units (their fields, links and embedding; `changed`, or `admitted` when an inbox
 became an entry), removed units (their validity closed at the import; `changed`), a new frame
 version when the manifest's routing changed, the layout kept for export, the corpus revision
 bumped (every cached index of the corpus is rebuilt) and one audit row naming every change.
+An erased unit stays erased: the repository's text never undoes a lead's erasure.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from authority.services import frame_version_create, promotion_create
 from selection.corpus import CorpusData, CorpusError
 from selection.corpus.custodian.layout import MC
 from selection.memory.changes import memory_changes_append
+from selection.memory.erasure import ERASED_KEY
 from selection.memory.generated import links_copy
 from selection.memory.importing import _embed, _refusals, _write_units
 from selection.models import Corpus, MemoryChangeKind, MemoryUnit, Project, UnitLink, UnitStatus
@@ -101,13 +103,21 @@ def differences(project: Project, data: CorpusData) -> Differences:
     changed, superseded = [], []
     for uid in sorted(stored.keys() & wanted.keys()):
         row, want = stored[uid], wanted[uid]
+        if ERASED_KEY in (row["extras"] or {}):
+            continue  # an erasure is a lead's decision: the repository's text does not undo it
         if any(row[key] != value for key, value in want.items()):
             changed.append(uid)
             superseded += [(uid, t) for t in want["supersedes"] if t not in row["supersedes"]]
     added = tuple(sorted(wanted.keys() - stored.keys()))
     for uid in added:
         superseded += [(uid, t) for t in wanted[uid]["supersedes"]]
-    removed = tuple(sorted(uid for uid in stored.keys() - wanted.keys() if stored[uid]["valid_to"] is None))
+    removed = tuple(
+        sorted(
+            uid
+            for uid in stored.keys() - wanted.keys()
+            if stored[uid]["valid_to"] is None and ERASED_KEY not in (stored[uid]["extras"] or {})
+        )
+    )
     return Differences(added, removed, tuple(changed), tuple(sorted(superseded)))
 
 

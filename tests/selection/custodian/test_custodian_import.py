@@ -212,3 +212,22 @@ def test_a_seeded_tree_round_trips_byte_for_byte_through_the_reader_and_the_expo
     units = {u["id"]: {"title": u["title"], "text": u["text"], "extras": {"x-mc": u["x-mc"]}} for u in read.units}
     files = layout_files(read.layout, units)
     assert {path: text.encode("utf-8") for path, text in files.items()} == tree_bytes(memory)
+
+
+def test_an_erased_unit_stays_erased_through_a_reimport_and_exports_as_its_mark(db, tmp_path, django_user_model):
+    from authority.models import RoleGrant
+    from selection.memory.erasure import unit_erase
+
+    repo = tmp_path / "repo"
+    init_extended(repo)
+    imported = memory_import(repo, corpus="mc", project="mc")
+    lead = django_user_model.objects.create_user("lead")
+    RoleGrant.objects.create(user=lead, project=imported.corpus.projects.get(), role="lead")
+    unit_erase(unit=MemoryUnit.objects.get(uid="brief"), lead=lead, reason="asked to")
+    erased = MemoryUnit.objects.get(uid="brief").text
+
+    again = memory_import(repo, corpus="mc", project="mc")
+    assert (again.added, again.removed, again.changed) == ((), (), ())
+    assert MemoryUnit.objects.get(uid="brief").text == erased
+    memory_export("mc", tmp_path / "out")
+    assert erased in (tmp_path / "out" / "docs" / "memory" / "brief.md").read_text(encoding="utf-8")
