@@ -66,7 +66,7 @@ def test_ports_conflict_check_and_strict_read_block_duplicate_owner(memory, tmp_
     assert status == 1 and "Conflict status: CONFLICT" in out and "MC-CONFLICT-001" in out
 
 
-def test_ports_conflict_identity_is_casefolded(memory, tmp_path):
+def test_contract_conflict_identity_is_casefolded(memory, tmp_path):
     # the peer's identity: Scope + Subject ID + Facet, each casefolded
     registry(memory, subject_unit(SUBJECT, "Storage policy"))
     two_owners(memory)
@@ -233,17 +233,17 @@ def test_ports_schema3_area_entry_type_round_trip(memory, tmp_path):
     assert unit["x-mc"]["entry-type"] == "decision" and unit["paths"] == ["cli/**"]
 
 
-# cases of the peer's conflict contract (conflicts.py) that its test files reach through the CLI
+# the peer's conflict contract (cli/memory_custodian/conflicts.py), case by case: not ports of a named peer test
 
 
-def test_ports_conflict_project_area_overlap_is_review(memory, tmp_path):
+def test_contract_conflict_project_area_overlap_is_review(memory, tmp_path):
     registry(memory, subject_unit(SUBJECT, "Storage policy"))
     two_owners(memory, second_scope="area:storage")
     status, out = audit(tmp_path)
     assert status == 0 and "Conflict status: REVIEW" in out and "MC-CONFLICT-002 REVIEW" in out
 
 
-def test_ports_conflict_exception_to_an_active_project_owner_clears_the_overlap(memory, tmp_path):
+def test_contract_conflict_exception_to_an_active_project_owner_clears_the_overlap(memory, tmp_path):
     registry(memory, subject_unit(SUBJECT, "Storage policy"))
     two_owners(memory, second_scope="area:storage", extra="Exception-To: MC-CON-20260801-11111111")
     assert audit(tmp_path) == (0, "Conflict status: CLEAR\n")
@@ -252,7 +252,7 @@ def test_ports_conflict_exception_to_an_active_project_owner_clears_the_overlap(
     assert status == 1 and "MC-CONFLICT-006 INVALID: Invalid Exception-To relation." in out
 
 
-def test_ports_conflict_duplicate_canonical_ref_and_alias(memory, tmp_path):
+def test_contract_conflict_duplicate_canonical_ref_and_alias(memory, tmp_path):
     other = "MC-SUBJ-20260801-bbbbbbbb"
     registry(
         memory,
@@ -263,13 +263,13 @@ def test_ports_conflict_duplicate_canonical_ref_and_alias(memory, tmp_path):
     assert status == 1 and "MC-CONFLICT-003 CONFLICT" in out and "MC-CONFLICT-004 CONFLICT" in out
 
 
-def test_ports_conflict_missing_subject_reference_is_invalid(memory, tmp_path):
+def test_contract_conflict_missing_subject_reference_is_invalid(memory, tmp_path):
     two_owners(memory)  # no registry entry for the Subject
     status, out = audit(tmp_path)
     assert status == 1 and "MC-CONFLICT-005 INVALID" in out and "Conflict status: INVALID" in out
 
 
-def test_ports_conflict_matched_areas_overlap_is_review(memory, tmp_path):
+def test_contract_conflict_matched_areas_overlap_is_review(memory, tmp_path):
     registry(memory, subject_unit(SUBJECT, "Storage policy"))
     write(
         memory,
@@ -288,7 +288,7 @@ def test_ports_conflict_matched_areas_overlap_is_review(memory, tmp_path):
     assert status == 0 and "MC-CONFLICT-009 REVIEW" in out
 
 
-def test_ports_conflict_duplicate_entry_id_spans_the_archive(memory, tmp_path):
+def test_contract_conflict_duplicate_entry_id_spans_the_archive(memory, tmp_path):
     registry(memory, subject_unit(SUBJECT, "Storage policy"))
     two_owners(memory, second_facet="security")
     write(
@@ -310,7 +310,7 @@ def test_ports_conflict_duplicate_entry_id_spans_the_archive(memory, tmp_path):
     assert status == 1 and "MC-CONFLICT-008 INVALID: Duplicate Entry ID" in out
 
 
-def test_ports_conflict_active_entry_outside_canonical_storage(memory, tmp_path):
+def test_contract_conflict_active_entry_outside_canonical_storage(memory, tmp_path):
     registry(memory, subject_unit(SUBJECT, "Storage policy"))
     write(
         memory,

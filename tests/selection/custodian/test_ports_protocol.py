@@ -260,7 +260,7 @@ def test_ports_missing_required_module_is_incomplete(memory, tmp_path):
     assert "constraints" in read.frame["task_categories"]["implementation"]["load"]
 
 
-def test_ports_legacy_manifest_without_protocol_reads_as_legacy_routing(memory, tmp_path):
+def test_contract_manifest_without_protocol_reads_as_before_the_protocol(memory, tmp_path):
     rewrite(memory, re.sub(r"(?s)## MemoryCustodian Protocol\n.*?\n\n", "", manifest(memory), count=1))
     read = reads(tmp_path)
     assert read.protocol == {} and not read.governed and read.frame["modules"]["brief"] == ["brief"]
