@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from selection.corpus.custodian.entries import FACETS, normalise_alias, normalise_canonical_ref, parse_entry
+from selection.corpus.custodian.integrity import integrity_issues
 from selection.corpus.custodian.markdown import segments, unclosed_fence
 
 OWNER_CODES = ("DEC", "CON", "DNU", "AREA")
@@ -76,6 +77,12 @@ def analyze_conflicts(read, *, matched_areas: tuple[str, ...] = ()) -> ConflictR
         findings += [ConflictFinding("MC-CONFLICT-010", invalid, message) for _line, message in read.subject_problems]
         findings += _subject_findings(read.subjects)
     everything = read.entries  # archive included: ids and relations span it
+    if governed:
+        for located in everything:
+            findings += [
+                ConflictFinding("MC-CONFLICT-007", invalid, issue, (located.entry.entry_id,))
+                for issue in integrity_issues(located.entry, located.file)
+            ]
     live = [e for e in everything if not e.file.startswith("archive/")]
     by_id: dict[str, list] = {}
     for located in everything:

@@ -322,3 +322,26 @@ def test_contract_conflict_active_entry_outside_canonical_storage(memory, tmp_pa
     assert (
         status == 1 and "MC-CONFLICT-007 INVALID: Active Entry is outside canonical manifest-authorized storage." in out
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            "Decision:\nWrong body for a constraint.\n",
+            "uses Decision body but its Entry ID/storage requires Constraint",
+        ),
+        ("Constraint:\nOne.\n\nConstraint:\nTwo.\n", "has duplicate Constraint fields"),
+        ("Candidate-Type: constraint\n\nConstraint:\nOne.\n", "non-candidate lifecycle cannot declare Candidate-Type"),
+    ],
+)
+def test_contract_entry_integrity_is_mc_conflict_007(memory, tmp_path, body, expected):
+    registry(memory, subject_unit(SUBJECT, "Storage policy"))
+    write(
+        memory,
+        "constraints.md",
+        "# Constraints\n\n## MC-CON-20260801-11111111 — One\n\nStatus: active\nScope: project\n"
+        f"Subject: {SUBJECT}\nFacet: behavior\nEvidence:\n- user-confirmed\n" + body,
+    )
+    status, out = audit(tmp_path)
+    assert status == 1 and f"MC-CONFLICT-007 INVALID: constraints.md: MC-CON-20260801-11111111 {expected}" in out
