@@ -134,7 +134,9 @@ def apply_differences(project: Project, data: CorpusData, *, actor, lineage_key:
         current = current_frame_version(project=project)
         frame_changes = _frame_changes(current.snapshot if current else {}, spec.frame)
         lineage = dict(corpus.extras.get(lineage_key) or {})
-        if diff.empty and not frame_changes:
+        kept = {k: v for k, v in data.extras.items() if k != lineage_key}
+        kept_changed = any(corpus.extras.get(k) != v for k, v in kept.items())  # a README, a preamble
+        if diff.empty and not frame_changes and not kept_changed:
             return Applied(diff, (), range(corpus.sequence + 1, corpus.sequence + 1))
         before = corpus.sequence
         stored = _stored(project)
@@ -160,7 +162,7 @@ def apply_differences(project: Project, data: CorpusData, *, actor, lineage_key:
             changes += [(pk, MemoryChangeKind.CHANGED) for pk in rows.order_by("uid").values_list("id", flat=True)]
         memory_changes_append(corpus.pk, changes, actor=actor, via="import", batch=f"{corpus.name}:reimport")
         lineage["version"] = int(lineage.get("version", 1)) + 1
-        extras = {**corpus.extras, **{k: v for k, v in data.extras.items() if k != lineage_key}}
+        extras = {**corpus.extras, **kept}
         extras[lineage_key] = {**lineage, "source": (data.extras.get(lineage_key) or {}).get("source", "")}
         Corpus.objects.filter(pk=corpus.pk).update(extras=extras, revision=F("revision") + 1)
         if frame_changes:

@@ -231,3 +231,15 @@ def test_an_erased_unit_stays_erased_through_a_reimport_and_exports_as_its_mark(
     assert MemoryUnit.objects.get(uid="brief").text == erased
     memory_export("mc", tmp_path / "out")
     assert erased in (tmp_path / "out" / "docs" / "memory" / "brief.md").read_text(encoding="utf-8")
+
+
+def test_a_reimport_keeps_text_that_is_no_unit_in_step_with_the_repository(db, tmp_path):
+    repo = tmp_path / "repo"
+    memory = init_extended(repo)
+    memory_import(repo, corpus="mc", project="mc")
+    readme = memory / "rules" / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8") + "\nOne more line.\n", encoding="utf-8")
+    again = memory_import(repo, corpus="mc", project="mc")
+    assert (again.added, again.removed, again.changed, again.version) == ((), (), (), 2)
+    memory_export("mc", tmp_path / "out")
+    assert tree_bytes(tmp_path / "out" / "docs" / "memory") == tree_bytes(memory)
