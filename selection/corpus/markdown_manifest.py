@@ -55,6 +55,9 @@ class Manifest:
     explicit_paths: list[str] = field(default_factory=list)
     budgets: list[Budget] = field(default_factory=list)
     governed: bool = False  # a Protocol 0.6+ manifest: canonical task headings only
+    # each Load by task heading as written, with the category names it declares (h3 headings the
+    # peer maps to one canonical task: "Planning / architecture / ..." -> planning, architecture, ...)
+    route_headings: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
 
 
 class Issues:
@@ -176,6 +179,7 @@ def read_manifest(path: Path, issues: Issues, *, governed: bool = False) -> Mani
                 if governed and heading.casefold() not in CANONICAL_HEADINGS:
                     issues.add(file, number, f'unknown H3 route heading "{heading}" under Load by task')
                 categories = _category_names(heading, file, number, issues)
+                manifest.route_headings.append((heading, tuple(categories)))
                 for name in categories:
                     manifest.load.setdefault(name, [])
             elif section == "optional":

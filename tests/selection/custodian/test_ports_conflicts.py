@@ -345,3 +345,40 @@ def test_contract_entry_integrity_is_mc_conflict_007(memory, tmp_path, body, exp
     )
     status, out = audit(tmp_path)
     assert status == 1 and f"MC-CONFLICT-007 INVALID: constraints.md: MC-CON-20260801-11111111 {expected}" in out
+
+
+def test_contract_archive_lineage_and_tombstones(memory, tmp_path):
+    registry(memory, subject_unit(SUBJECT, "Storage policy"))
+    old, new, tomb = "MC-DEC-20260701-0000000a", "MC-DEC-20260801-0000000b", "MC-TOMB-20260801-0000000c"
+    write(
+        memory,
+        "archive/decisions-2026-07-12.md",
+        "# Archived decisions\n\n"
+        + entry(
+            old,
+            "Old",
+            "Decision",
+            "Old.",
+            subject=SUBJECT,
+            facet="behavior",
+            status="superseded",
+            extra=f"Superseded-By: {new}",
+        ),
+    )
+    write(
+        memory,
+        "decisions.md",
+        "# Decisions\n\n"
+        + entry(new, "New", "Decision", "New.", subject=SUBJECT, facet="behavior", extra=f"Supersedes: {old}"),
+    )
+    write(
+        memory,
+        "do-not-use.md",
+        "# Do Not Use / Tombstones\n\n" + entry(tomb, "Tombstone: forgotten", "Rejected", "[content removed]"),
+    )
+    read = read_memory(tmp_path, project="p")
+    by_id = {u["id"]: u for u in read.units}
+    assert by_id[new.lower()]["supersedes"] == [old.lower()]  # the lineage crosses into archive/
+    assert "archive/decisions-2026-07-12" in read.frame["explicit_only"]
+    assert by_id[tomb.lower()]["x-mc"]["id"] == tomb  # a tombstone is read, never an owner
+    assert audit(tmp_path) == (0, "Conflict status: CLEAR\n")
