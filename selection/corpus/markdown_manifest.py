@@ -1,4 +1,9 @@
-"""The memory manifest (docs/memory/manifest.md) read: its modules, their categories and activations."""
+"""The memory manifest (docs/memory/manifest.md) read: its modules, their categories and activations.
+
+Also the sections that route nothing but are kept: the Protocol section (checked by
+custodian/protocol.py), Trust boundary, the optional-rule/profile/area prose, Explicit only and
+Context budget. Lines inside a code fence or an HTML comment are text, never structure.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from selection.corpus.custodian.manifest_parts import (
+    CANONICAL_HEADINGS,
+    PROSE_SECTIONS,
+    Budget,
+    budget_of,
+    unsafe_path,
+)
+from selection.corpus.custodian.markdown import scan
 from selection.corpus.issues import CorpusIssue
 from selection.engine.routing.codes import ACTIVATIONS
 
@@ -37,6 +50,14 @@ class Manifest:
     load: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)  # category -> (module, required)
     optional: list[Module] = field(default_factory=list)
     modules: dict[str, Module] = field(default_factory=dict)  # every module the manifest names
+    # kept, routing nothing: prose by section title, Explicit only paths, Context budget lines
+    prose: dict[str, str] = field(default_factory=dict)
+    explicit_paths: list[str] = field(default_factory=list)
+    budgets: list[Budget] = field(default_factory=list)
+    governed: bool = False  # a Protocol 0.6+ manifest: canonical task headings only
+    # each Load by task heading as written, with the category names it declares (h3 headings the
+    # peer maps to one canonical task: "Planning / architecture / ..." -> planning, architecture, ...)
+    route_headings: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
 
 
 class Issues:
@@ -49,7 +70,7 @@ class Issues:
 
 def _skip(line: str) -> bool:
     stripped = line.strip()
-    return not stripped or stripped.startswith("<!--") or stripped.startswith(">")
+    return not stripped or stripped.startswith(">")
 
 
 def _module_ref(text: str) -> str:
@@ -59,7 +80,10 @@ def _module_ref(text: str) -> str:
 
 def _module(ref: str, file: str, line: int, issues: Issues) -> Module | None:
     ref = ref.replace("\\", "/")
-    if not ref.endswith(".md") or ref.startswith("/") or ".." in ref.split("/"):
+    if unsafe_path(ref):
+        issues.add(file, line, f'unsafe or malformed memory path "{ref}" (a relative path under docs/memory)')
+        return None
+    if not ref.endswith(".md"):
         issues.add(file, line, f'"{ref}" is not a module file (a relative path ending in .md)')
         return None
     return Module(name=ref[:-3], file=ref, line=line)
@@ -80,14 +104,26 @@ def _module_list(value: str) -> list[str]:
     return [_module_ref(v) for v in value.split(",") if v.strip()]
 
 
-def read_manifest(path: Path, issues: Issues) -> Manifest:
+def read_manifest(path: Path, issues: Issues, *, governed: bool = False) -> Manifest:
     file = str(MEMORY_DIR / MANIFEST)
-    manifest = Manifest()
-    section = None  # always | task | optional
+    manifest = Manifest(governed=governed)
+    section = None  # always | task | optional | protocol | prose | explicit | budget
     categories: list[str] = []
     pending: str | None = None  # "load" / "load if present" awaiting bullets
     kind = ""
     current: Module | None = None
+    seen: dict[str, int] = {}  # section -> count
+    subsections: dict[str, int] = {}  # Enabled ... heading -> line
+    sentinel: dict[str, int] = {}  # Enabled ... heading -> line of "None enabled."
+    keys_seen: set[str] = set()
+    prose_title = ""
+    preamble: list[str] = []
+    text = path.read_text(encoding="utf-8")
+    code_lines = {line.number for line in scan(text) if line.code}
+    for line in scan(text):
+        opening = line.text.lstrip()
+        if not line.code and opening.startswith("```") and "`" in opening.lstrip("`"):
+            issues.add(file, line.number, "a code fence's info string must not contain backticks")
 
     def remember(module: Module) -> Module:
         known = manifest.modules.get(module.name)
@@ -96,8 +132,12 @@ def read_manifest(path: Path, issues: Issues) -> Manifest:
             return module
         return known
 
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
+        if number in code_lines or (section in ("protocol", "prose") and not line.startswith("## ")):
+            if section == "prose" and number not in code_lines:
+                manifest.prose[prose_title] = (manifest.prose.get(prose_title, "") + "\n" + raw).strip("\n")
+            continue
         if _skip(line):
             continue
         if line.startswith("# "):
@@ -105,33 +145,41 @@ def read_manifest(path: Path, issues: Issues) -> Manifest:
                 issues.add(file, number, "a second top-level heading; the manifest has one title")
             continue
         if line.startswith("## "):
-            title = line[3:].strip().lower()
+            title = re.sub(r"[ \t]+#+[ \t]*$", "", line[3:]).strip().lower()
             pending, current, categories = None, None, []
-            if title == "always load":
-                section = "always"
-            elif title == "load by task":
-                section = "task"
-            elif "optional" in title:
-                section = "optional"
-            else:
+            section = _section_of(title)
+            seen[section] = seen.get(section, 0) + 1
+            if section == "optional" and seen[section] > 1:
+                issues.add(file, number, "a manifest has at most one Optional module index")
+            elif section == "task" and seen[section] > 1:
+                issues.add(file, number, f"expected exactly one 'Load by task' section, found {seen[section]}")
+            elif section == "prose":
+                prose_title = line[3:].strip()
+            elif section == "unknown":
                 issues.add(
                     file,
                     number,
                     f'unknown manifest section "{line[3:].strip()}" '
-                    "(known: Always load, Load by task, an optional-module index)",
+                    "(known: MemoryCustodian Protocol, Trust boundary, Always load, Load by task, Optional "
+                    "module index, Optional rules, Optional profiles, Area-specific memory, Explicit only, "
+                    "Context budget)",
                 )
-                section = "unknown"
             continue
         if section is None:
-            issues.add(file, number, "text before the first section is not understood")
+            preamble.append(raw)
             continue
         if section == "unknown":
+            if line.startswith("### ") and line[4:].strip().casefold() in CANONICAL_HEADINGS:
+                issues.add(file, number, f'canonical heading appears outside Load by task: "{line[4:].strip()}"')
             continue
         if line.startswith("### "):
             heading = line[4:].strip()
             pending, current = None, None
             if section == "task":
+                if governed and heading.casefold() not in CANONICAL_HEADINGS:
+                    issues.add(file, number, f'unknown H3 route heading "{heading}" under Load by task')
                 categories = _category_names(heading, file, number, issues)
+                manifest.route_headings.append((heading, tuple(categories)))
                 for name in categories:
                     manifest.load.setdefault(name, [])
             elif section == "optional":
@@ -143,10 +191,36 @@ def read_manifest(path: Path, issues: Issues) -> Manifest:
                         f'unknown optional-module heading "{heading}" '
                         f"(known: {', '.join(k.title() for k in OPTIONAL_KINDS)})",
                     )
+                elif heading.lower() in subsections:
+                    issues.add(file, number, f'duplicate optional module subsection "{heading}"')
+                subsections.setdefault(heading.lower(), number)
             else:
-                issues.add(file, number, "a ### heading belongs under Load by task or the optional-module index")
+                if heading.casefold() in CANONICAL_HEADINGS:
+                    issues.add(file, number, f'canonical heading appears outside Load by task: "{heading}"')
+                else:
+                    issues.add(file, number, "a ### heading belongs under Load by task or the optional-module index")
             continue
         bullet = _BULLET.match(line)
+        if section in ("explicit", "budget"):
+            if bullet is None or bullet["indent"]:
+                issues.add(
+                    file,
+                    number,
+                    f"under {'Explicit only' if section == 'explicit' else 'Context budget'}, each line is a bullet",
+                )
+            elif section == "explicit":
+                manifest.explicit_paths.append(_module_ref(bullet["text"]))
+            else:
+                budget = budget_of(bullet["text"], number)
+                if budget is None:
+                    issues.add(
+                        file,
+                        number,
+                        f'a Context budget line is "<file>: <N> tokens max" or a note, not "{bullet["text"]}"',
+                    )
+                else:
+                    manifest.budgets.append(budget)
+            continue
         if section == "always":
             if bullet is None or bullet["indent"]:
                 issues.add(file, number, "under Always load, each line is a bullet naming a module file")
@@ -173,10 +247,25 @@ def read_manifest(path: Path, issues: Issues) -> Manifest:
             issues.add(file, number, "under Load by task, expected Load: or Load if present: (or their bullets)")
             continue
         # the optional-module index
+        if bullet is not None and not subsections and not bullet["indent"]:
+            issues.add(file, number, "an optional module bullet outside a canonical subsection (### Enabled ...)")
+            continue
+        if bullet is None and not kind:
+            continue  # the index's own prose ("Discover optional memory without loading it.")
         if bullet is None or not kind:
             issues.add(file, number, "expected a module bullet under Enabled rules / profiles / areas")
             continue
+        subsection = next((h for h, n in sorted(subsections.items(), key=lambda i: -i[1]) if n < number), "")
+        if not bullet["indent"] and bullet["text"].strip() == "None enabled.":
+            if any(m.kind == kind for m in manifest.optional):
+                issues.add(file, number, "contradictory optional module sentinel: None enabled. beside a module")
+            sentinel[subsection] = number
+            current = None
+            continue
         if not bullet["indent"]:
+            if subsection in sentinel:
+                issues.add(file, number, "contradictory optional module sentinel: a module beside None enabled.")
+            keys_seen = set()
             module = _module(_module_ref(bullet["text"]), file, number, issues)
             current = None
             if module is not None:
@@ -188,7 +277,7 @@ def read_manifest(path: Path, issues: Issues) -> Manifest:
                     issues.add(
                         file,
                         number,
-                        f'module "{module.file}" is already named at line '
+                        f'duplicate optional module declaration: "{module.file}" is already named at line '
                         f"{manifest.modules[module.name].line}; a module has one activation",
                     )
                 manifest.modules[module.name] = module
@@ -201,6 +290,10 @@ def read_manifest(path: Path, issues: Issues) -> Manifest:
         if not sep or key not in MODULE_KEYS:
             issues.add(file, number, f'unknown module setting "{bullet["text"]}" (known: {", ".join(MODULE_KEYS)})')
             continue
+        if key in keys_seen:
+            issues.add(file, number, f'duplicate optional module key "{key}" for "{current.file}"', key)
+            continue
+        keys_seen.add(key)
         value = value.strip()
         if key == "activation":
             if value not in ACTIVATIONS:
@@ -214,6 +307,10 @@ def read_manifest(path: Path, issues: Issues) -> Manifest:
                 issues.add(file, number, "paths are code spans: `cli/**/*.py`", "paths")
         else:
             current.description = value
+    if governed and not seen.get("task"):
+        issues.add(file, None, "expected exactly one 'Load by task' section, found 0")
+    if any(line.strip() for line in preamble):
+        manifest.prose[""] = "\n".join(preamble).strip("\n")
     for module in manifest.optional:
         if not module.activation:
             issues.add(file, module.line, f'module "{module.file}" has no activation', "activation")
@@ -238,6 +335,24 @@ def read_manifest(path: Path, issues: Issues) -> Manifest:
                 "activation",
             )
     return manifest
+
+
+def _section_of(title: str) -> str:
+    if title == "always load":
+        return "always"
+    if title == "load by task":
+        return "task"
+    if title == "optional module index" or ("optional" in title and "index" in title):
+        return "optional"
+    if title == "memorycustodian protocol":
+        return "protocol"
+    if title == "explicit only":
+        return "explicit"
+    if title == "context budget":
+        return "budget"
+    if title in PROSE_SECTIONS:
+        return "prose"
+    return "unknown"
 
 
 def _load(manifest, categories, ref, required, file, number, issues, remember) -> None:

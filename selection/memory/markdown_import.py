@@ -1,31 +1,35 @@
-"""Import repo-native markdown memory (the MemoryCustodian layout) as a corpus, and re-import it.
+"""Import repo-native markdown memory (the MemoryCustodian layout) as a corpus, keep it in step
+with the repository, check a tree without writing, and write the layout back.
 
-Corpora never change after import (every cache relies on it), so a re-import writes a *new*
-corpus, `<name>.v<N>`, of the same lineage, promotes a new frame version of the project when the
-manifest's routing changed, and points the project at the new corpus. Old traces keep the corpus
-they were made from. The diff against the previous version is returned and audited.
+The first import of a lineage is a corpus import (one `created` MemoryChange per unit; inbox
+candidates stored with status `candidate`, never selected). Importing the same directory again
+applies only the differences to the same corpus (selection/memory/markdown_reimport.py): units
+added, changed, removed (their validity closed) and superseded, each a MemoryChange with the
+import as its batch, so the repository stays the source of truth and every change keeps its
+lineage.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 from django.db import transaction
 
-from authority.audit import audit_record
-from authority.selectors import current_frame_version
-from authority.services import frame_version_create, promotion_create
-from selection.corpus import CorpusData, CorpusError, CorpusIssue, read_corpus
-from selection.corpus.memory_markdown import read_memory_directory
+from selection.corpus import CorpusError, CorpusIssue, read_corpus
+from selection.corpus.custodian.conflicts import ConflictResult, analyze_conflicts
+from selection.corpus.custodian.export import layout_files, write_layout
+from selection.corpus.custodian.layout import LAYOUT, MC
+from selection.corpus.memory_markdown import MemoryRead, read_memory
 from selection.engine.routing.route import structural_conflicts
 from selection.engine.routing.types import Conflict
 from selection.memory import store
-from selection.memory.importing import _embed, _refusals, _write_units, corpus_import
-from selection.models import Corpus, Project
+from selection.memory.importing import corpus_import
+from selection.memory.markdown_reimport import Differences, apply_differences, differences, mark_candidates
+from selection.models import Corpus, MemoryUnit, Project, UnitStatus
 
 # corpus.yaml's top-level "x-memory" (kept in Corpus.extras): {"lineage", "version", "source"}
 LINEAGE = "x-memory"
@@ -34,127 +38,157 @@ LINEAGE = "x-memory"
 @dataclass(frozen=True)
 class MemoryImport:
     corpus: Corpus
-    version: int  # 1 for the first import of the lineage
+    version: int  # 1 for the first import, then one more per import that changed something
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
+    superseded: tuple[tuple[str, str], ...] = ()  # (new unit, the unit it supersedes)
     frame_changes: tuple[str, ...] = ()  # frame fields whose value changed
     conflicts: tuple[Conflict, ...] = ()
     missing_modules: tuple[str, ...] = ()  # enabled in the manifest, absent on disk
+    findings: ConflictResult | None = None  # the peer's conflict audit of the tree
+    notes: tuple[str, ...] = ()  # what is kept for export but not selected
+    sequences: range = field(default_factory=lambda: range(0))  # the MemoryChange sequences written
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    """What an import of DIR would do; nothing written."""
+
+    read: MemoryRead
+    findings: ConflictResult
+    existing: bool  # the project exists: the differences are against its corpus
+    differences: Differences | None
+
+    @property
+    def exit_code(self) -> int:
+        return self.findings.exit_code
+
+
+def _existing(project: str, corpus: str) -> Project | None:
+    existing = Project.objects.select_related("corpus").filter(slug=project).first()
+    if existing is not None and (existing.corpus.extras.get(LINEAGE) or {}).get("lineage") != corpus:
+        raise CorpusError(
+            [
+                CorpusIssue(
+                    "corpus.yaml",
+                    "",
+                    "slug",
+                    (
+                        f'project "{project}" belongs to corpus "{existing.corpus.name}", not to the memory '
+                        f'corpus "{corpus}"; project slugs are unique across an installation'
+                    ),
+                )
+            ]
+        )
+    return existing
+
+
+def memory_check(directory: str | Path, *, corpus: str, project: str) -> MemoryCheck:
+    """Read DIR and compare it with the project's corpus; CorpusError when an import would refuse."""
+    read = read_memory(directory, project=project)
+    existing = _existing(project, corpus)
+    diff = None
+    if existing is not None:
+        diff = differences(existing, _records(read, name=existing.corpus.name, project=project, directory=directory))
+    return MemoryCheck(read, analyze_conflicts(read), existing is not None, diff)
 
 
 def memory_import(directory: str | Path, *, corpus: str, project: str, actor=None) -> MemoryImport:
-    """Import DIR's docs/memory as corpus `corpus` with one project `project` (or a new version).
+    """Import DIR's docs/memory as corpus `corpus` with one project `project`, or apply what changed.
 
     Raises CorpusError naming the file and line of anything not understood.
     """
-    frame, units = read_memory_directory(directory, project=project)
-    missing = tuple(sorted(name for name, ids in frame["modules"].items() if not ids))
-    existing = Project.objects.select_related("corpus").filter(slug=project).first()
-    version = 1
-    if existing is not None:
-        lineage = existing.corpus.extras.get(LINEAGE) or {}
-        if lineage.get("lineage") != corpus:
-            raise CorpusError(
-                [
-                    CorpusIssue(
-                        "corpus.yaml",
-                        "",
-                        "slug",
-                        (
-                            f'project "{project}" belongs to corpus "{existing.corpus.name}", not to the memory '
-                            f'corpus "{corpus}"; project slugs are unique across an installation'
-                        ),
-                    )
-                ]
-            )
-        version = int(lineage.get("version", 1)) + 1
-    name = corpus if version == 1 else f"{corpus}.v{version}"
-    extras = {LINEAGE: {"lineage": corpus, "version": version, "source": str(Path(directory).resolve())}}
-    with tempfile.TemporaryDirectory() as tmp:
-        _write_interchange(Path(tmp), name=name, project=project, frame=frame, units=units, extras=extras)
-        if existing is None:
-            imported = corpus_import(tmp, actor=actor)
-            return MemoryImport(
-                corpus=imported,
-                version=1,
-                added=tuple(sorted(u["id"] for u in units)),
-                conflicts=structural_conflicts(store.corpus_index(imported.pk).units),
-                missing_modules=missing,
-            )
-        data = read_corpus(tmp)
-    return _reimport(data, existing, version=version, missing=missing, actor=actor)
-
-
-def _write_interchange(path: Path, *, name, project, frame, units, extras) -> None:
-    doc = {
-        "name": name,
-        "description": "Repo-native markdown memory.",
-        "projects": [{"slug": project, "name": project, "frame": frame}],
-    }
-    doc.update(extras)
-    (path / "corpus.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    (path / "units.jsonl").write_text(
-        "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in units), encoding="utf-8"
+    read = read_memory(directory, project=project)
+    findings = analyze_conflicts(read)
+    missing = tuple(sorted(name for name, ids in read.frame["modules"].items() if not ids))
+    existing = _existing(project, corpus)
+    notes = tuple(read.notes)
+    if existing is None:
+        data_dir = tempfile.TemporaryDirectory()
+        with data_dir as tmp:
+            _write_interchange(Path(tmp), read, name=corpus, project=project, version=1, directory=directory)
+            with transaction.atomic():
+                imported = corpus_import(tmp, actor=actor)
+                mark_candidates(
+                    imported, [u["id"] for u in read.units if u[MC].get("unit_status") == UnitStatus.CANDIDATE]
+                )
+        return MemoryImport(
+            corpus=imported,
+            version=1,
+            added=tuple(sorted(u["id"] for u in read.units)),
+            conflicts=structural_conflicts(store.corpus_index(imported.pk).units),
+            missing_modules=missing,
+            findings=findings,
+            notes=notes,
+        )
+    records = _records(read, name=existing.corpus.name, project=project, directory=directory)
+    applied = apply_differences(existing, records, actor=actor, lineage_key=LINEAGE)
+    corpus_row = Corpus.objects.get(pk=existing.corpus_id)
+    return MemoryImport(
+        corpus=corpus_row,
+        version=int((corpus_row.extras.get(LINEAGE) or {}).get("version", 1)),
+        added=applied.differences.added,
+        removed=applied.differences.removed,
+        changed=applied.differences.changed,
+        superseded=applied.differences.superseded,
+        frame_changes=applied.frame_changes,
+        conflicts=structural_conflicts(store.corpus_index(corpus_row.pk).units),
+        missing_modules=missing,
+        findings=findings,
+        notes=notes,
+        sequences=applied.sequences,
     )
 
 
-def _reimport(data: CorpusData, project: Project, *, version: int, missing, actor) -> MemoryImport:
-    refusals = [issue for issue in _refusals(data) if issue.field != "slug"]
-    if refusals:
-        raise CorpusError(refusals)
-    before = {u.id: u for u in store.corpus_index(project.corpus_id).units}
-    after = {r.unit.id: r.unit for r in data.units}
-    changed = tuple(sorted(uid for uid in before.keys() & after.keys() if before[uid] != after[uid]))
-    spec = data.projects[0]
-    vectors, model_name = _embed([r.unit.text for r in data.units], None)
-    with transaction.atomic():
-        current = current_frame_version(project=project)
-        frame_changes = _frame_changes(current.snapshot if current else {}, spec.frame)
-        corpus = Corpus.objects.create(
-            name=data.name,
-            description=data.description,
-            standpoint=data.standpoint,
-            embedding_model=model_name,
-            extras=dict(data.extras),
-        )
-        project.corpus = corpus
-        project.save(update_fields=["corpus"])
-        _write_units(corpus, {project.slug: project}, data.units, vectors, actor=actor)
-        if frame_changes:
-            frame_version = frame_version_create(
-                project=project, snapshot=spec.frame, parent=current, author=actor, origin="import"
-            )
-            promotion_create(project=project, frame_version=frame_version, promoted_by=actor)
-        result = MemoryImport(
-            corpus=corpus,
-            version=version,
-            added=tuple(sorted(after.keys() - before.keys())),
-            removed=tuple(sorted(before.keys() - after.keys())),
-            changed=changed,
-            frame_changes=frame_changes,
-            missing_modules=missing,
-        )
-        audit_record(
-            actor=actor,
-            project=project,
-            action="memory.reimported",
-            obj=corpus,
-            summary=(
-                f"{project.slug}: memory version {version} as corpus {corpus.name} "
-                f"(+{len(result.added)} -{len(result.removed)} ~{len(result.changed)} units)"
-            ),
-            payload={
-                "version": version,
-                "added": list(result.added),
-                "removed": list(result.removed),
-                "changed": list(result.changed),
-                "frame_changes": list(frame_changes),
-            },
-        )
-    return MemoryImport(**{**result.__dict__, "conflicts": structural_conflicts(store.corpus_index(corpus.pk).units)})
+def _extras(read: MemoryRead, *, name: str, version: int, directory) -> dict:
+    return {
+        LINEAGE: {"lineage": name, "version": version, "source": str(Path(directory).resolve())},
+        LAYOUT: read.layout,
+        "x-memory-manifest": {
+            "protocol": read.protocol,
+            "prose": read.manifest.prose,
+            "explicit_paths": read.manifest.explicit_paths,
+            "budgets": [b.__dict__ for b in read.manifest.budgets],
+        },
+    }
 
 
-def _frame_changes(before: dict, after: dict) -> tuple[str, ...]:
-    """Top-level frame keys whose value differs (routing keys included)."""
-    return tuple(sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key)))
+def _write_interchange(path: Path, read: MemoryRead, *, name, project, version, directory) -> None:
+    doc = {
+        "name": name,
+        "description": "Repo-native markdown memory.",
+        "projects": [{"slug": project, "name": project, "frame": read.frame}],
+    }
+    doc.update(_extras(read, name=name, version=version, directory=directory))
+    (path / "corpus.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    (path / "units.jsonl").write_text(
+        "".join(json.dumps(u, ensure_ascii=False) + "\n" for u in read.units), encoding="utf-8"
+    )
+
+
+def _records(read: MemoryRead, *, name: str, project: str, directory):
+    """The checked interchange records of `read` (the corpus reader's own checks apply)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _write_interchange(Path(tmp), read, name=name, project=project, version=0, directory=directory)
+        data = read_corpus(tmp)
+    return data
+
+
+def memory_export(project: str, target: str | Path) -> list[Path]:
+    """Write the project's memory back as the MemoryCustodian layout under target/docs/memory."""
+    row = Project.objects.select_related("corpus").get(slug=project)
+    layout = row.corpus.extras.get(LAYOUT)
+    if not layout:
+        raise CorpusError(
+            [CorpusIssue("corpus.yaml", "", LAYOUT, f"{row.corpus.name} was not imported from a memory directory")]
+        )
+    units = {
+        uid: {"title": title, "text": text, "extras": extras, "valid_to": valid_to}
+        for uid, title, text, extras, valid_to in MemoryUnit.objects.filter(corpus=row.corpus, project=row).values_list(
+            "uid", "title", "text", "extras", "valid_to"
+        )
+    }
+    # a unit whose validity an import closed left the repository: it is not written back
+    live = {uid: unit for uid, unit in units.items() if unit["valid_to"] is None}
+    return write_layout(Path(target), layout_files(layout, live))

@@ -20,7 +20,7 @@ from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import OpenLoop, ProjectFrame, Unit, WorkFrame, WorkSignal
 from selection.memory import index_cache
 from selection.memory.hnsw.index import dense_mode, searcher_for_corpus
-from selection.models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink
+from selection.models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink, UnitStatus
 
 _INDEX_CACHE: OrderedDict[int, tuple[int, CorpusIndex]] = OrderedDict()  # corpus -> (revision, index)
 _INDEX_CACHE_SIZE = 4
@@ -128,7 +128,8 @@ def load_units(
     vectors: list[np.ndarray] = []
     missing_vector = False
     for values in (
-        MemoryUnit.objects.filter(corpus_id=corpus_id)
+        # a candidate (or a declined one) is stored, never selected
+        MemoryUnit.objects.filter(corpus_id=corpus_id, status=UnitStatus.ACTIVE)
         .order_by("position")
         .values(*fields)
         .iterator(chunk_size=5000)

@@ -11,12 +11,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from selection.corpus import CorpusError, read_corpus
+from selection.corpus import CorpusError
 from selection.corpus.memory_markdown import read_memory_directory
-from selection.memory.importing import corpus_import
-from selection.memory.markdown_import import _reimport, memory_import
-from selection.models import MemoryUnit, Project, UnitLink
-from tests.selection.test_import import CORPUS_YAML, UNITS, write_corpus_dir
+from selection.memory.markdown_import import memory_import
+from selection.models import MemoryUnit, UnitLink
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "nightnotes-memory"
 
@@ -91,7 +89,7 @@ def select_json(*args):
     return status, json.loads(out.getvalue())
 
 
-def test_import_memory_routes_as_the_manifest_says_and_reimport_is_a_new_version(db, tmp_path):
+def test_import_memory_routes_as_the_manifest_says_and_reimport_applies_the_difference(db, tmp_path):
     repo = write_fixture(tmp_path)
     out, err = io.StringIO(), io.StringIO()
     call_command(
@@ -118,7 +116,7 @@ def test_import_memory_routes_as_the_manifest_says_and_reimport_is_a_new_version
     status, doc = select_json("--task-category", "implementation", "--strict-routing")
     assert status == 1 and doc["routing"]["completeness"] == "INCOMPLETE"
 
-    # a second owner of session-store/format, then re-import: a new version, a diff, a warning
+    # a second owner of session-store/format, then re-import: the difference applied, a warning
     decisions = repo / "docs" / "memory" / "decisions.md"
     decisions.write_text(
         decisions.read_text(encoding="utf-8")
@@ -268,44 +266,42 @@ def link_rows(corpus) -> list[tuple]:
     )
 
 
-def test_a_memory_reimport_stores_the_rows_a_corpus_import_stores(db, tmp_path):
-    # one project's units from the import tests, with a value other than the default in every column
-    units = [
-        dict(u, valid_to="2026-12-01T00:00:00Z") for u in json.loads(json.dumps(UNITS)) if u["project"] == "lab-alpha"
-    ]
-    one_project = CORPUS_YAML[: CORPUS_YAML.index("  - slug: lab-beta")] + "x-source: {repository: example/lab}\n"
-    first = corpus_import(
-        write_corpus_dir(tmp_path / "v1", corpus=one_project, units=units, tasks=None, proposals=None)
+# columns a re-import and a first import of the same tree agree on (the row's place and its
+# transaction time differ by construction)
+COMPARED = [
+    c for c in UNIT_COLUMNS if c not in ("project_id", "position", "sequence", "created_sequence", "recorded_at")
+]
+
+
+def test_a_changed_unit_after_a_reimport_is_the_row_a_first_import_stores(db, tmp_path):
+    repo = write_fixture(tmp_path)
+    memory_import(repo, corpus="nightnotes-memory", project="nightnotes")
+    decisions = repo / "docs" / "memory" / "decisions.md"
+    decisions.write_text(
+        decisions.read_text(encoding="utf-8").replace("human-readable local JSON", "plain local JSON"), encoding="utf-8"
     )
-    project = Project.objects.get(slug="lab-alpha")
-    again = read_corpus(
-        write_corpus_dir(
-            tmp_path / "v2",
-            corpus=one_project.replace("name: lab\n", "name: lab.v2\n", 1),
-            units=units,
-            tasks=None,
-            proposals=None,
-        )
-    )
+    again = memory_import(repo, corpus="nightnotes-memory", project="nightnotes")
+    assert (again.added, again.removed, again.changed) == ((), (), ("mc-dec-20260926-00000002",))
+    fresh = memory_import(repo, corpus="fresh-memory", project="fresh")
 
-    reimported = _reimport(again, project, version=2, missing=(), actor=None)
-
-    before, after = unit_rows(first), unit_rows(reimported.corpus)
-    assert sorted(before) == sorted(after) == ["a0", "a1", "a2"]
-    for uid in before:
-        for column in UNIT_COLUMNS:
-            assert after[uid][column] == before[uid][column], (uid, column)
-    # not a comparison of defaults: every column holds something in some row
-    assert [c for c in UNIT_COLUMNS if not any(row[c] for row in before.values())] == []
-    assert link_rows(reimported.corpus) == link_rows(first) != []
+    after, first = unit_rows(again.corpus), unit_rows(fresh.corpus)
+    assert sorted(after) == sorted(first)
+    for uid in after:
+        for column in COMPARED:
+            if column == "embedding":  # embedded in other batches: equal to float32 rounding
+                assert after[uid][column] == pytest.approx(first[uid][column], abs=1e-5), uid
+            else:
+                assert after[uid][column] == first[uid][column], (uid, column)
+    assert link_rows(again.corpus) == link_rows(fresh.corpus) != []
 
 
-def test_importing_the_same_memory_twice_stores_the_same_rows(db, tmp_path):
+def test_importing_the_same_memory_twice_changes_nothing(db, tmp_path):
     repo = write_fixture(tmp_path)
     first = memory_import(repo, corpus="nightnotes-memory", project="nightnotes")
+    rows = unit_rows(first.corpus)
     second = memory_import(repo, corpus="nightnotes-memory", project="nightnotes")
 
-    assert (first.version, second.version, second.corpus.name) == (1, 2, "nightnotes-memory.v2")
+    assert (first.version, second.version, second.corpus.pk) == (1, 1, first.corpus.pk)
     assert (second.added, second.removed, second.changed) == ((), (), ())
-    assert unit_rows(second.corpus) == unit_rows(first.corpus)
+    assert unit_rows(second.corpus) == rows
     assert link_rows(second.corpus) == link_rows(first.corpus) != []
