@@ -218,7 +218,15 @@ def custodian_read(
         entry_ids.extend(m.group(1) for line in packed.splitlines() if (m := _ENTRY_HEADING.match(line)))
     by_lower = {uid.casefold(): u for uid, u in units.items()}
     subjects = {m for _, text in contents for m in _SUBJECT_LINE.findall(text)}
-    subjects |= {u.subject.rsplit("/", 1)[-1] for e in entry_ids if (u := by_lower.get(e.casefold())) and u.subject}
+    # a unit's stored subject may be casefolded: the spelling in the module text wins
+    written = {s.casefold() for s in subjects}
+    subjects |= {
+        name
+        for e in entry_ids
+        if (u := by_lower.get(e.casefold()))
+        and u.subject
+        and (name := u.subject.rsplit("/", 1)[-1]).casefold() not in written
+    }
 
     warnings = [f"Explicit {kind[:-1]} {slug!r} is not enabled in the manifest." for kind, slug in missing_explicit]
     dimensions = []
