@@ -128,7 +128,7 @@ def load_units(
     vectors: list[np.ndarray] = []
     missing_vector = False
     for values in (
-        MemoryUnit.objects.filter(corpus_id=corpus_id)
+        MemoryUnit.objects.filter(corpus_id=corpus_id, status="active")  # candidates are never selected
         .order_by("position")
         .values(*fields)
         .iterator(chunk_size=5000)
