@@ -38,9 +38,7 @@ def test_a_proposal_may_change_the_memory_block():
     assert not issues and frame["memory"] == {"admission": "candidate"}
 
 
-def test_under_candidate_an_agents_write_waits_and_is_selected_once_admitted(
-    sift, people, agent, candidate_admission
-):
+def test_under_candidate_an_agents_write_waits_and_is_selected_once_admitted(sift, people, agent, candidate_admission):
     from selection.memory.writes.admission import candidates_of, unit_admit
     from selection.memory.writes.services import unit_create
     from selection.models import MemoryChange

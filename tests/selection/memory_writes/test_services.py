@@ -69,7 +69,9 @@ def test_refute_echo_and_support_link_a_new_or_an_existing_unit(sift, people):
         actor=lead, project=sift, target="sf-rule-segments", source=refuting.unit, via="api"
     )
     assert support.unit == refuting.unit and support.document["links"]["supports"] == ["sf-rule-segments"]
-    echo = services.unit_echo(actor=lead, project=sift, target=refuting.unit, fields={**NEW, "text": "again"}, via="page")
+    echo = services.unit_echo(
+        actor=lead, project=sift, target=refuting.unit, fields={**NEW, "text": "again"}, via="page"
+    )
     assert UnitLink.objects.filter(source__uid=echo.unit, target__uid=refuting.unit, kind="echo_of").exists()
     assert [len(_audit(a)) for a in ("unit.refuted", "unit.supported", "unit.echoed")] == [1, 1, 1]
 
