@@ -106,7 +106,9 @@ def capabilities(user, project) -> Capabilities:
     scope = token_scope(user)
     if scope is not None and not scope.read_only and scope.project_id != project.pk:
         return Capabilities(frozenset())
-    roles = frozenset(RoleGrant.objects.filter(user=user, project=project).values_list("role", flat=True))
+    roles = frozenset(
+        RoleGrant.objects.filter(user=user, project=project).values_list("role", flat=True)
+    )
     if scope is None:
         return Capabilities(roles, superuser=user.is_superuser)
     if scope.read_only:
@@ -124,7 +126,10 @@ def _who(user) -> str:
 def _require(user, project, allowed: str, role: Role, action: str) -> Capabilities:
     caps = capabilities(user, project)
     if not getattr(caps, allowed):
-        raise AccessDenied(f"{_who(user)} may not {action} in {project.slug}: it needs the {role.label.lower()} role")
+        raise AccessDenied(
+            f"{_who(user)} may not {action} in {project.slug}: "
+            f"it needs the {role.label.lower()} role"
+        )
     return caps
 
 
@@ -163,7 +168,8 @@ def access_replay(user, project) -> Capabilities:
     caps = capabilities(user, project)
     if not caps.can_replay:
         raise AccessDenied(
-            f"{_who(user)} may not replay traces in {project.slug}: it needs the project lead or reviewer role"
+            f"{_who(user)} may not replay traces in {project.slug}: "
+            "it needs the project lead or reviewer role"
         )
     return caps
 
@@ -199,7 +205,9 @@ def readable_projects(user, projects: QuerySet) -> QuerySet:
     if scope is not None and not scope.read_only:
         # a project-scoped API token reads its one project, while its owner holds the role there
         roles = AGENT_ISSUERS if scope.role == AGENT_SCOPE else {scope.role}
-        return projects.filter(pk=scope.project_id, role_grants__user=user, role_grants__role__in=roles).distinct()
+        return projects.filter(
+            pk=scope.project_id, role_grants__user=user, role_grants__role__in=roles
+        ).distinct()
     if user.is_superuser:
         return projects
     return projects.filter(role_grants__user=user).distinct()
@@ -326,6 +334,7 @@ def access_evaluate(user, corpus) -> CorpusCapabilities:
     caps = corpus_capabilities(user, corpus)
     if not caps.can_evaluate:
         raise AccessDenied(
-            f"{_who(user)} may not evaluate {corpus.name}: it needs the project lead role in one of its projects"
+            f"{_who(user)} may not evaluate {corpus.name}: "
+            "it needs the project lead role in one of its projects"
         )
     return caps

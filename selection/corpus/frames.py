@@ -114,14 +114,18 @@ def check_frame(
             scope = None
         for index, slug in enumerate(scope or ()):
             if slug not in declared:
-                report.add(place.at("scope", index), f'project "{slug}" is not declared in corpus.yaml')
+                report.add(
+                    place.at("scope", index), f'project "{slug}" is not declared in corpus.yaml'
+                )
         fields["scope"] = scope
     if "default_classes" in known:
         fields["default_classes"] = report.identifier_list(
             known["default_classes"], place.at("default_classes"), "class name"
         )
     if "class_pull" in known:
-        fields["class_pull"] = report.integer(known["class_pull"], place.at("class_pull"), minimum=0)
+        fields["class_pull"] = report.integer(
+            known["class_pull"], place.at("class_pull"), minimum=0
+        )
     if "work_types" in known:
         checked = _work_types(known["work_types"], place.at("work_types"), report)
         fields["work_types"] = None if checked is None else checked[0]
@@ -133,9 +137,13 @@ def check_frame(
     if "gates" in known:
         fields["gates"] = _gates(known["gates"], place.at("gates"), report)
     if "establishment" in known:
-        fields["establishment"] = _establishment(known["establishment"], place.at("establishment"), report)
+        fields["establishment"] = _establishment(
+            known["establishment"], place.at("establishment"), report
+        )
     if "bundle_order" in known:
-        fields["bundle_order"] = report.choice(known["bundle_order"], place.at("bundle_order"), ORDER_RULES)
+        fields["bundle_order"] = report.choice(
+            known["bundle_order"], place.at("bundle_order"), ORDER_RULES
+        )
     if "admission" in known:
         fields["admission"] = _admission(known["admission"], place.at("admission"), report)
     if "approval" in known:
@@ -145,8 +153,12 @@ def check_frame(
         # the memory write services read it (memory_admission); the engine's frame does not carry it
         _memory(known["memory"], place.at("memory"), report)
     if any(key in known for key in ROUTING_FRAME_KEYS):
-        declared_work_types = {name for name, _ in fields["work_types"]} if fields.get("work_types") else set()
-        fields["routing"] = check_routing_policy(known, place, report, work_types=declared_work_types)
+        declared_work_types = (
+            {name for name, _ in fields["work_types"]} if fields.get("work_types") else set()
+        )
+        fields["routing"] = check_routing_policy(
+            known, place, report, work_types=declared_work_types
+        )
     if len(report) > before:
         return None
     return ProjectFrame(project=project, version=1, **fields)
@@ -158,7 +170,9 @@ def _work_types(
     """(name, classes) pairs and the long-form profiles; each work type is either an ordered class
     list (short form) or {classes, description, cues} (long form, corpus format 1.1)."""
     if not isinstance(value, dict):
-        report.add(place, f"expected a mapping of work type to ordered class names, got {describe(value)}")
+        report.add(
+            place, f"expected a mapping of work type to ordered class names, got {describe(value)}"
+        )
         return None
     pairs = []
     profiles = []
@@ -235,13 +249,17 @@ def _establishment(value: Any, place: Place, report: Report) -> EstablishmentPol
     if "builder" in known:
         fields["builder"] = report.choice(known["builder"], place.at("builder"), tuple(BUILDERS))
     if "ambiguous" in known:
-        fields["ambiguous"] = report.choice(known["ambiguous"], place.at("ambiguous"), AMBIGUOUS_BEHAVIOURS)
+        fields["ambiguous"] = report.choice(
+            known["ambiguous"], place.at("ambiguous"), AMBIGUOUS_BEHAVIOURS
+        )
     if "unknown" in known:
         fields["unknown"] = report.choice(known["unknown"], place.at("unknown"), UNKNOWN_BEHAVIOURS)
     if "thresholds" in known:
         fields["thresholds"] = _thresholds(known["thresholds"], place.at("thresholds"), report)
     if "calibration" in known:
-        fields["calibration"] = report.choice(known["calibration"], place.at("calibration"), CALIBRATIONS)
+        fields["calibration"] = report.choice(
+            known["calibration"], place.at("calibration"), CALIBRATIONS
+        )
     if "min_calibrated" in known:
         count = report.number(known["min_calibrated"], place.at("min_calibrated"))
         if count is not None and (count != int(count) or count < 0):
@@ -293,7 +311,9 @@ def _gates(value: Any, place: Place, report: Report) -> Gates | None:
     if "primary" in known:
         fields["primary"] = report.choice(known["primary"], place.at("primary"), METRICS)
     if "min_improvement" in known:
-        fields["min_improvement"] = report.number(known["min_improvement"], place.at("min_improvement"))
+        fields["min_improvement"] = report.number(
+            known["min_improvement"], place.at("min_improvement")
+        )
     if "require_interval" in known:
         fields["require_interval"] = report.boolean(known["require_interval"], place.at("require_interval"))
     if "limits" in known:
@@ -311,7 +331,9 @@ def _approval(value: Any, place: Place, report: Report) -> ApprovalPolicy | None
         return None
     fields: dict[str, Any] = {}
     if "required_approvals" in known:
-        count = report.integer(known["required_approvals"], place.at("required_approvals"), minimum=1)
+        count = report.integer(
+            known["required_approvals"], place.at("required_approvals"), minimum=1
+        )
         if count is not None and count > MAX_REQUIRED_APPROVALS:
             report.add(
                 place.at("required_approvals"),
@@ -343,7 +365,9 @@ def _limit(value: Any, place: Place, report: Report) -> Gate | None:
     metric = report.choice(known["metric"], place.at("metric"), METRICS)
     bounds = {key: report.number(known[key], place.at(key)) for key in LIMIT_BOUNDS if key in known}
     if not bounds:
-        report.add(place, f"a limit needs a bound: one of {', '.join(LIMIT_BOUNDS)}", field="metric")
+        report.add(
+            place, f"a limit needs a bound: one of {', '.join(LIMIT_BOUNDS)}", field="metric"
+        )
         return None
     if metric is None or None in bounds.values():
         return None
