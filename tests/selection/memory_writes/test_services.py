@@ -152,3 +152,37 @@ def test_erasure_appends_an_erased_change_and_scrubs_earlier_states(sift, people
     assert [c.kind for c in changes] == ["created", "erased"]
     assert all(c.state["text"] == erasure.mark and c.state["title"] == "" for c in changes)
     assert not MemoryChange.objects.filter(state__text__contains="tail queries").exists()
+
+
+@pytest.mark.parametrize("action", ["unit.created", "unit.superseded", "loop.closed"])
+def test_every_write_is_audited_in_its_transaction(sift, people, action):
+    """An audit row that cannot be written takes the write with it: zero rows change."""
+    from authority import audit
+    from selection.memory.writes import services
+    from selection.models import Corpus, MemoryUnit
+
+    class Refused(Exception):
+        pass
+
+    def refuse(entry):
+        if entry.action == action:
+            raise Refused(entry.action)
+
+    loop = MemoryUnit.objects.filter(project=sift, open_loop_status="open").order_by("uid").first()
+    writes = {
+        "unit.created": lambda: services.unit_create(actor=people["lead"], project=sift, fields=NEW, via="api"),
+        "unit.superseded": lambda: services.unit_supersede(
+            actor=people["lead"], project=sift, targets=["sf-rule-segments"], fields=NEW, via="api"
+        ),
+        "loop.closed": lambda: services.loop_close(actor=people["lead"], project=sift, uid=loop.uid, via="api"),
+    }
+    before, sequence = counts(), Corpus.objects.get(pk=sift.corpus_id).sequence
+    audit.register_audit_listener(refuse)
+    try:
+        with pytest.raises(Refused):
+            writes[action]()
+    finally:
+        audit._listeners.remove(refuse)
+    assert counts() == before and Corpus.objects.get(pk=sift.corpus_id).sequence == sequence
+    assert MemoryUnit.objects.get(uid="sf-rule-segments").valid_to is None
+    assert MemoryUnit.objects.get(pk=loop.pk).open_loop_status == "open"
