@@ -108,3 +108,31 @@ def test_remember_over_streamable_http(live_server, people, agent_token):
     remembered, selected = anyio.run(session)
     assert not remembered.is_error, remembered.content
     assert remembered.structured_content["unit"] in selected.structured_content["bundle"]["sources"]
+
+
+def test_remember_over_stdio(people, agent_token):
+    import os
+    import sys
+
+    from django.db import connection
+    from mcp import StdioServerParameters
+
+    from selection.models import MemoryUnit
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp"],
+        cwd=root,
+        env={**os.environ, "FG_API_TOKEN": agent_token, "FG_DATABASE_NAME": connection.settings_dict["NAME"],
+             "FG_QUIET_EMBEDDED": "1"},
+    )  # fmt: skip
+    remembered, selected = _session(params, [
+        ("remember", {"project": "sift", **QUOKKA}),
+        ("select", {"project": "sift", "query": QUERY, "budget_tokens": 4000}),
+    ])  # fmt: skip
+    assert not remembered.is_error, remembered.content
+    uid = remembered.structured_content["unit"]
+    assert MemoryUnit.objects.get(uid=uid).changes.get().via == "mcp"
+    assert uid in selected.structured_content["bundle"]["sources"]
+    assert _cited(selected.structured_content["trace_id"], uid)
