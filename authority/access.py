@@ -24,9 +24,16 @@ class AccessDenied(PermissionDenied):
     """The user lacks the role this action needs in this project (HTTP 403, CLI error)."""
 
 
+# an API token's scope that is no role: an agent selects, writes memory and reports outcomes in
+# its one project, and does nothing else; a lead or a reviewer of the project may issue one
+AGENT_SCOPE = "agent"
+AGENT_ISSUERS = frozenset({Role.LEAD, Role.REVIEWER})
+
+
 @dataclass(frozen=True)
 class TokenScope:
-    """What an API token lets its owner do: `role` in project `project_id`, or read only (both None)."""
+    """What an API token lets its owner do: `role` (or AGENT_SCOPE) in project `project_id`, or read
+    only (both None)."""
 
     project_id: int | None = None
     role: str | None = None
@@ -48,10 +55,21 @@ class Capabilities:
     roles: frozenset[str]
     superuser: bool = False
     read_only: bool = False  # a read-only API token: the roles read, they write nothing
+    agent: bool = False  # an agent token: reads, writes memory, reports outcomes; no role
 
     @property
     def can_read(self) -> bool:
-        return self.superuser or bool(self.roles)
+        return self.superuser or bool(self.roles) or self.agent
+
+    @property
+    def can_write_memory(self) -> bool:
+        # a unit written by a lead, or by an agent (under candidate admission it waits for review)
+        return not self.read_only and (self.agent or Role.LEAD in self.roles)
+
+    @property
+    def can_admit_memory(self) -> bool:
+        # a candidate unit admitted or declined: a lead or a reviewer, never through an agent token
+        return not self.read_only and bool(self.roles & {Role.LEAD, Role.REVIEWER})
 
     @property
     def can_propose(self) -> bool:
@@ -95,6 +113,9 @@ def capabilities(user, project) -> Capabilities:
         return Capabilities(roles, superuser=user.is_superuser)
     if scope.read_only:
         return Capabilities(roles, superuser=user.is_superuser, read_only=True)
+    if scope.role == AGENT_SCOPE:
+        # the token lives while its owner still holds a role that may issue it
+        return Capabilities(frozenset(), agent=bool(roles & AGENT_ISSUERS))
     return Capabilities(roles & {scope.role}, superuser=False)
 
 
@@ -183,8 +204,9 @@ def readable_projects(user, projects: QuerySet) -> QuerySet:
     scope = token_scope(user)
     if scope is not None and not scope.read_only:
         # a project-scoped API token reads its one project, while its owner holds the role there
+        roles = AGENT_ISSUERS if scope.role == AGENT_SCOPE else {scope.role}
         return projects.filter(
-            pk=scope.project_id, role_grants__user=user, role_grants__role=scope.role
+            pk=scope.project_id, role_grants__user=user, role_grants__role__in=roles
         ).distinct()
     if user.is_superuser:
         return projects
@@ -219,6 +241,13 @@ def access_token_scope(user, project, role: str | None) -> TokenScope:
         return TokenScope()
     if project is None or not role:
         raise AccessDenied("a token is scoped to one role in one project, or is read only")
+    if role == AGENT_SCOPE:
+        if not RoleGrant.objects.filter(user=user, project=project, role__in=AGENT_ISSUERS).exists():
+            raise AccessDenied(
+                f"{_who(user)} may not issue an agent token for {project.slug}: "
+                "it needs the project lead or reviewer role there"
+            )
+        return TokenScope(project_id=project.pk, role=AGENT_SCOPE)
     if role not in Role.values:
         raise AccessDenied(f'"{role}" is not a role')
     if not RoleGrant.objects.filter(user=user, project=project, role=role).exists():
@@ -226,10 +255,34 @@ def access_token_scope(user, project, role: str | None) -> TokenScope:
     return TokenScope(project_id=project.pk, role=role)
 
 
-def access_report_outcome(user, project) -> Capabilities:
-    """An agent reports how a bundle served it: any role in the project, not a read-only token."""
+def access_write_memory(user, project) -> Capabilities:
+    """Write a memory unit (create, supersede, refute, echo, support, close or reopen a loop): a
+    lead of the project, or an agent token of it."""
     caps = capabilities(user, project)
-    if not caps.roles or caps.read_only:
+    if not caps.can_write_memory:
+        raise AccessDenied(
+            f"{_who(user)} may not write memory in {project.slug}: "
+            "it needs the project lead role or an agent token of the project"
+        )
+    return caps
+
+
+def access_admit_memory(user, project) -> Capabilities:
+    """Admit or decline a candidate unit (the "To admit" queue): a lead or a reviewer."""
+    caps = capabilities(user, project)
+    if not caps.can_admit_memory:
+        raise AccessDenied(
+            f"{_who(user)} may not admit or decline memory in {project.slug}: "
+            "it needs the project lead or reviewer role"
+        )
+    return caps
+
+
+def access_report_outcome(user, project) -> Capabilities:
+    """An agent reports how a bundle served it: any role in the project (or an agent token), not a
+    read-only token."""
+    caps = capabilities(user, project)
+    if not (caps.roles or caps.agent) or caps.read_only:
         raise AccessDenied(
             f"{_who(user)} may not report outcomes in {project.slug}: it needs a role there (not a read-only token)"
         )

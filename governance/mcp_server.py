@@ -1,4 +1,5 @@
-"""The Model Context Protocol server: select, get_trace, explain_unit and report_outcome as tools.
+"""The Model Context Protocol server: select, get_trace, explain_unit and report_outcome as tools,
+and memory's: remember, supersede, refute, close_loop and recall_unit.
 
 Each tool authenticates with a personal API token, the same tokens and scopes as the HTTP API:
 over streamable HTTP from the `Authorization: Bearer` header, over stdio (`manage.py mcp`) from
@@ -22,9 +23,14 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
+from authority import access
+from authority.errors import GovernanceError
 from selection import serving
 from selection.engine.types import WorkSignal
 from selection.evaluation.ladder import EvaluationError
+from selection.memory.writes import services as memory_writes
+from selection.memory.writes.records import unit_document
+from selection.models import MemoryUnit, Project
 from selection.serving.api import select_document
 from selection.serving.selections import SelectionError
 from selection.traces import selectors
@@ -38,7 +44,9 @@ INSTRUCTIONS = (
     "Call `select` with the project and what you are doing (a query and/or work signals such as a "
     "failing test); it returns the bundle and a trace id. `get_trace` shows every candidate with its "
     "reason code, `explain_unit` says why one unit was or was not admitted, and `report_outcome` "
-    "tells the maintainers whether the bundle served the work."
+    "tells the maintainers whether the bundle served the work. `remember` writes what you learned as a "
+    "memory unit, `supersede` replaces units that changed, `refute` marks a claim disproved, `close_loop` "
+    "closes (or reopens) an open loop, and `recall_unit` reads one unit with its history."
 )
 
 
@@ -69,7 +77,7 @@ def _call(ctx: Context | None, action):
         raise ToolError(f"forbidden: {error}") from error
     except Http404 as error:
         raise ToolError(f"not found: {error}") from error
-    except (SelectionError, EvaluationError) as error:
+    except (SelectionError, EvaluationError, GovernanceError) as error:
         raise ToolError(str(error)) from error
     finally:
         close_old_connections()
@@ -154,7 +162,121 @@ def build_server() -> MCPServer:
 
         return _call(ctx, run)
 
+    _memory_tools(server)
     return server
+
+
+def _unit_fields(text, evidence_class, title, subject, facet, valid_from, open_loop, fields) -> dict[str, Any]:
+    """A unit's units.jsonl object from a tool's arguments (`fields`: any other keys of the format)."""
+    unit: dict[str, Any] = dict(fields or {})
+    for key, value in (("text", text), ("class", evidence_class), ("title", title), ("subject", subject),
+                       ("facet", facet), ("valid_from", valid_from)):  # fmt: skip
+        if value not in (None, ""):
+            unit[key] = value
+    if open_loop:
+        unit["open_loop"] = {"status": "open", "kind": open_loop}
+    return unit
+
+
+def _project(slug: str) -> Project:
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        raise Http404(f'no project "{slug}"')
+    return project
+
+
+def _memory_tools(server: MCPServer) -> None:
+    """Memory's tools: each calls the write service the API, the pages and the command call."""
+
+    @server.tool()
+    def remember(
+        project: str,
+        text: str,
+        evidence_class: str,
+        title: str = "",
+        subject: str | None = None,
+        facet: str | None = None,
+        valid_from: str | None = None,
+        open_loop: Literal["todo", "question", "expectation"] | None = None,
+        fields: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Write one memory unit in the project: what you learned, as a class the project knows.
+        `open_loop` makes it an open loop of that kind; `fields`: other units.jsonl keys (supports,
+        refutes, paths, ...). With `idempotency_key`, a retry is applied once. Under the frame's
+        candidate admission the unit waits for a reviewer before it is selected."""
+        unit = _unit_fields(text, evidence_class, title, subject, facet, valid_from, open_loop, fields)
+        return _call(ctx, lambda user: memory_writes.unit_create(
+            actor=user, project=_project(project), fields=unit, via="mcp", idempotency_key=idempotency_key
+        ).document)  # fmt: skip
+
+    @server.tool()
+    def supersede(
+        project: str,
+        unit_ids: list[str],
+        text: str,
+        evidence_class: str,
+        title: str = "",
+        subject: str | None = None,
+        facet: str | None = None,
+        valid_from: str | None = None,
+        fields: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Write a unit that supersedes `unit_ids` (a decision changed): their validity closes at its
+        `valid_from` (now when not given)."""
+        unit = _unit_fields(text, evidence_class, title, subject, facet, valid_from, None, fields)
+        return _call(ctx, lambda user: memory_writes.unit_supersede(
+            actor=user, project=_project(project), targets=unit_ids, fields=unit, via="mcp",
+            idempotency_key=idempotency_key,
+        ).document)  # fmt: skip
+
+    @server.tool()
+    def refute(
+        project: str,
+        unit_id: str,
+        text: str | None = None,
+        evidence_class: str | None = None,
+        title: str = "",
+        source: str | None = None,
+        idempotency_key: str | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Refute `unit_id` (a claim disproved): with `text` and `evidence_class`, a new unit saying
+        why; or `source`, an existing unit of the project marked as refuting it."""
+        unit = None if source else _unit_fields(text, evidence_class, title, None, None, None, None, None)
+        return _call(ctx, lambda user: memory_writes.unit_refute(
+            actor=user, project=_project(project), target=unit_id, fields=unit, source=source, via="mcp",
+            idempotency_key=idempotency_key,
+        ).document)  # fmt: skip
+
+    @server.tool()
+    def close_loop(
+        project: str, unit_id: str, reopen: bool = False, idempotency_key: str | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Close the open loop `unit_id` (a todo done, a question answered); `reopen`: open it again."""
+        write = memory_writes.loop_reopen if reopen else memory_writes.loop_close
+        return _call(ctx, lambda user: write(
+            actor=user, project=_project(project), uid=unit_id, via="mcp", idempotency_key=idempotency_key
+        ).document)  # fmt: skip
+
+    @server.tool()
+    def recall_unit(project: str, unit_id: str, ctx: Context | None = None) -> dict[str, Any]:
+        """One unit of the project: its record, status (active, candidate, declined), what supersedes
+        it, and every change that made it (sequence, kind, who, through what)."""
+
+        def run(user):
+            scoped = _project(project)
+            access.access_read(user, scoped)
+            unit = MemoryUnit.objects.select_related("project").filter(project=scoped, uid=unit_id).first()
+            if unit is None:
+                raise Http404(f'{project} holds no unit "{unit_id}"')
+            return unit_document(unit)
+
+        return _call(ctx, run)
 
 
 def _jsonable(doc):

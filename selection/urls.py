@@ -3,6 +3,7 @@ from django.urls import path
 from selection.evaluation import views as views_evaluation
 from selection.evaluation import views_jobs
 from selection.memory import views as views_units
+from selection.memory.writes import views as views_memory
 from selection.traces import views as trace_views
 from selection.traces import views_chain, views_compare, views_labelling, views_retention
 
@@ -63,3 +64,12 @@ urlpatterns += [
     path("projects/<slug:slug>/retention/", views_retention.project_retention, name="project-retention"),
 ]
 # --- end units ---
+
+# --- memory writes (selection/memory/writes/views.py) ---
+urlpatterns += [
+    path("projects/<slug:slug>/memory/", views_memory.project_memory, name="project-memory"),
+    path("projects/<slug:slug>/memory/admit/", views_memory.memory_queue, name="memory-queue"),
+    path("projects/<slug:slug>/memory/<str:uid>/supersede/", views_memory.memory_supersede, name="memory-supersede"),
+    path("projects/<slug:slug>/memory/<str:uid>/decide/", views_memory.memory_decide, name="memory-decide"),
+]
+# --- end memory writes ---

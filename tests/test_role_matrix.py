@@ -19,8 +19,9 @@ from tests.selection.test_traces import embedding_cache  # noqa: F401 - module-w
 
 ROLES = ("anonymous", "none", "auditor", "reviewer", "lead", "other_lead")
 # API tokens, one per scope: the lead's read-only token, a token scoped to each role in the project
-# (held by the user who holds that role), and the other project's lead's token scoped to it
-TOKENS = ("token:read", "token:auditor", "token:reviewer", "token:lead", "token:other_lead")
+# (held by the user who holds that role), the other project's lead's token scoped to it, and an
+# agent token of the project (issued by its reviewer: select, write memory, report outcomes)
+TOKENS = ("token:read", "token:auditor", "token:reviewer", "token:lead", "token:other_lead", "token:agent")
 PRINCIPALS = ROLES + TOKENS
 MEMBERS = {"auditor", "reviewer", "lead"}
 ALLOW, DENY, LOGIN = "allow", "deny", "login"
@@ -53,6 +54,9 @@ def world(db, tmp_path, django_user_model, make_project, django_capture_on_commi
         secrets[f"token:{role}"] = tokens.token_create(
             user=users[role], name=role, project=lab.project, role=role
         ).secret
+    secrets["token:agent"] = tokens.token_create(
+        user=users["reviewer"], name="agent", project=lab.project, role="agent"
+    ).secret
     trace = lab.select().trace
     other = lab.select(budget=200).trace
     proposal = Proposal.objects.get(project=lab.project)
@@ -172,6 +176,17 @@ def pages(w):
         ("trace-label", "post", reverse("trace-label", args=[t]), {"uid": ""}, only("lead", "reviewer")),
         # a lead or a reviewer queues a frame health reading (on commit; none here)
         ("project-health-check", "post", reverse("project-health-check", args=[s]), {}, only("lead", "reviewer")),
+        # memory: the units and "Add a unit" (an empty unit is refused with the form back, 400), the
+        # "Supersede" form, the "To admit" queue, a decision (on no candidate: refused with a message)
+        ("project-memory", "get", reverse("project-memory", args=[s]), None, member),
+        ("project-memory", "post", reverse("project-memory", args=[s]), {"text": ""}, only("lead")),
+        ("memory-supersede", "get", reverse("memory-supersede", args=[s, "r1"]), None, member),
+        ("memory-supersede", "post", reverse("memory-supersede", args=[s, "r1"]), {"text": ""}, only("lead")),
+        ("memory-queue", "get", reverse("memory-queue", args=[s]), None, member),
+        (
+            "memory-decide", "post", reverse("memory-decide", args=[s, "r1"]), {"decision": "admit", "reason": "r"},
+            only("lead", "reviewer"),
+        ),
         ("logout", "post", reverse("logout"), {}, lambda role: LOGIN),  # everyone ends on the login page
     ]
 
@@ -234,7 +249,15 @@ def test_every_page_url_is_in_the_matrix(world):
 
 # --- the API: every operation of the OpenAPI schema, and the MCP endpoint ----------------------
 
-READERS = {"auditor", "reviewer", "lead", "token:read", "token:auditor", "token:reviewer", "token:lead"}
+READERS = {
+    "auditor", "reviewer", "lead", "token:read", "token:auditor", "token:reviewer", "token:lead", "token:agent",
+}  # fmt: skip
+# what a corpus-wide read needs: a role (an agent token is held to its project's selections)
+CORPUS_READERS = READERS - {"token:agent"}
+# who writes memory: a lead, and an agent token of the project
+WRITERS = {"lead", "token:lead", "token:agent"}
+# who admits or declines a candidate: a lead or a reviewer, never through an agent token
+ADMITTERS = {"lead", "reviewer", "token:lead", "token:reviewer"}
 SIGNED = set(PRINCIPALS) - {"anonymous"}  # any session or live token: lists show what each may read
 NOBODY: set[str] = set()  # importing a corpus: a signed-in superuser only, never a token
 
@@ -265,12 +288,12 @@ def api_operations(w):
         ),
         ("get", f"{v}/corpora"): (f"{v}/corpora", None, SIGNED),
         ("post", f"{v}/corpora"): (f"{v}/corpora", "archive", NOBODY),
-        ("get", f"{v}/corpora/{{name}}/evaluations"): (f"{v}/corpora/{c}/evaluations", None, READERS),
+        ("get", f"{v}/corpora/{{name}}/evaluations"): (f"{v}/corpora/{c}/evaluations", None, CORPUS_READERS),
         ("post", f"{v}/corpora/{{name}}/evaluations"): (
             f"{v}/corpora/{c}/evaluations", {"conditions": ["no-such-condition"]}, {"lead", "token:lead"},
         ),
-        ("get", f"{v}/evaluations/{{evaluation_id}}"): (f"{v}/evaluations/{e}", None, READERS),
-        ("get", f"{v}/jobs/{{job_id}}"): (f"{v}/jobs/{j}", None, READERS),
+        ("get", f"{v}/evaluations/{{evaluation_id}}"): (f"{v}/evaluations/{e}", None, CORPUS_READERS),
+        ("get", f"{v}/jobs/{{job_id}}"): (f"{v}/jobs/{j}", None, CORPUS_READERS),
         ("post", f"{v}/proposals"): (
             f"{v}/proposals", {"project": s, "title": "t", "patch": {"class_pull": 7}}, {"lead", "token:lead"},
         ),
@@ -303,6 +326,28 @@ def api_operations(w):
         ),
         # the project's frame health readings
         ("get", f"{v}/projects/{{slug}}/health"): (f"{v}/projects/{s}/health", None, READERS),
+        # memory writes: bodies the service refuses past the access check (an empty unit, neither a
+        # new unit nor a source, a loop that is no open loop, a decision on no candidate)
+        ("post", f"{v}/projects/{{slug}}/units"): (f"{v}/projects/{s}/units", {}, WRITERS),
+        ("get", f"{v}/projects/{{slug}}/units/{{uid}}"): (f"{v}/projects/{s}/units/r1", None, READERS),
+        ("post", f"{v}/projects/{{slug}}/units/{{uid}}/supersede"): (
+            f"{v}/projects/{s}/units/r1/supersede", {}, WRITERS,
+        ),
+        ("post", f"{v}/projects/{{slug}}/units/{{uid}}/refute"): (f"{v}/projects/{s}/units/r1/refute", {}, WRITERS),
+        ("post", f"{v}/projects/{{slug}}/units/{{uid}}/echo"): (f"{v}/projects/{s}/units/r1/echo", {}, WRITERS),
+        ("post", f"{v}/projects/{{slug}}/units/{{uid}}/support"): (f"{v}/projects/{s}/units/r1/support", {}, WRITERS),
+        ("post", f"{v}/projects/{{slug}}/units/{{uid}}/close-loop"): (
+            f"{v}/projects/{s}/units/r1/close-loop", {}, WRITERS,
+        ),
+        ("post", f"{v}/projects/{{slug}}/units/{{uid}}/reopen-loop"): (
+            f"{v}/projects/{s}/units/r1/reopen-loop", {}, WRITERS,
+        ),
+        ("post", f"{v}/projects/{{slug}}/units/{{uid}}/admit"): (
+            f"{v}/projects/{s}/units/r1/admit", {"reason": "r"}, ADMITTERS,
+        ),
+        ("post", f"{v}/projects/{{slug}}/units/{{uid}}/decline"): (
+            f"{v}/projects/{s}/units/r1/decline", {"reason": "r"}, ADMITTERS,
+        ),
         # the MCP endpoint (not in the schema): tokens only; what a tool may do is access.py's
         ("post", "/mcp"): ("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, set(TOKENS)),
     }

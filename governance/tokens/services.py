@@ -1,8 +1,10 @@
 """Personal API tokens: created and revoked by their owner only, audited in the same transaction.
 
 A token is `fg_<prefix>_<secret>`; only the SHA-256 of the whole string is stored, so the token
-is shown once, at creation. Its scope (one role in one project, or read only) is attached to the
-user of each request it authenticates, and access.py narrows every check by it.
+is shown once, at creation. Its scope (one role in one project, an agent of one project, or read
+only) is attached to the user of each request it authenticates, and access.py narrows every check
+by it. An agent token (role `agent`, access.AGENT_SCOPE) selects, writes memory and reports
+outcomes in its project; a lead or a reviewer of the project issues it.
 """
 
 from __future__ import annotations

@@ -33,10 +33,20 @@ class TokenForm(forms.Form):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         grants = RoleGrant.objects.filter(user=user).select_related("project").order_by("project__slug", "role")
-        self.grants = {f"{g.project_id}:{g.role}": g for g in grants}
+        self.grants = {f"{g.project_id}:{g.role}": (g.project, g.role) for g in grants}
+        # an agent token of each project where the user may issue one (a lead or a reviewer)
+        for g in grants:
+            if g.role in access.AGENT_ISSUERS:
+                self.grants.setdefault(f"{g.project_id}:{access.AGENT_SCOPE}", (g.project, access.AGENT_SCOPE))
         self.fields["scope"].choices = [(READ_ONLY, "read only, all your projects")] + [
-            (key, f"{Role(g.role).label} in {g.project.slug}") for key, g in self.grants.items()
+            (key, f"{_scope_name(role)} in {project.slug}") for key, (project, role) in self.grants.items()
         ]
+
+
+def _scope_name(role: str) -> str:
+    if role == access.AGENT_SCOPE:
+        return "Agent (select, write memory, report outcomes)"
+    return Role(role).label
 
 
 @login_required
@@ -64,8 +74,8 @@ def token_create(request):
         issued = tokens.token_create(
             user=request.user,
             name=form.cleaned_data["name"],
-            project=grant.project if grant else None,
-            role=grant.role if grant else None,
+            project=grant[0] if grant else None,
+            role=grant[1] if grant else None,
             days=form.cleaned_data["days"],
         )
     except (tokens.TokenRefused, access.AccessDenied) as error:

@@ -40,6 +40,7 @@ FRAME_KEYS = (
     "admission",  # project addition (docs/corpus-format.md): when a C6 bundle stops early
     "bundle_order",  # project addition (docs/corpus-format.md): the rendered bundle's order
     "approval",  # project extension (trust): see docs/corpus-format.md
+    "memory",  # project extension: how memory writes are admitted (docs/memory-writes.md)
     *ROUTING_FRAME_KEYS,  # project extension: deterministic routing (docs/corpus-format.md)
 )
 WORK_TYPE_KEYS = ("classes", "description", "cues")  # the 1.1 long form of a work type
@@ -56,6 +57,10 @@ ADMISSION_KEYS = ("rule", "floor", "unlisted", "tier_cap", "unlisted_floor")
 THRESHOLD_KEYS = ("margin", "min_score")
 APPROVAL_KEYS = ("required_approvals", "rejection_blocks", "approver_may_promote")
 MAX_REQUIRED_APPROVALS = 20
+MEMORY_KEYS = ("admission",)
+# direct: a write is active at once; candidate: an agent's write waits in the "To admit" queue
+MEMORY_ADMISSIONS = ("direct", "candidate")
+DEFAULT_MEMORY_ADMISSION = "direct"
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,12 @@ def approval_policy(snapshot: Mapping[str, Any] | None) -> ApprovalPolicy:
     """The policy a (valid) frame snapshot declares; defaults for keys it leaves out."""
     declared = (snapshot or {}).get("approval") or {}
     return ApprovalPolicy(**{k: declared[k] for k in APPROVAL_KEYS if k in declared})
+
+
+def memory_admission(snapshot: Mapping[str, Any] | None) -> str:
+    """How the (valid) frame snapshot admits memory writes: "direct" unless its `memory` says."""
+    declared = (snapshot or {}).get("memory") or {}
+    return declared.get("admission", DEFAULT_MEMORY_ADMISSION)
 
 
 def check_frame(
@@ -138,6 +149,9 @@ def check_frame(
     if "approval" in known:
         # governance reads it (approval_policy); the engine's frame does not carry it
         _approval(known["approval"], place.at("approval"), report)
+    if "memory" in known:
+        # the memory write services read it (memory_admission); the engine's frame does not carry it
+        _memory(known["memory"], place.at("memory"), report)
     if any(key in known for key in ROUTING_FRAME_KEYS):
         declared_work_types = (
             {name for name, _ in fields["work_types"]} if fields.get("work_types") else set()
@@ -333,6 +347,15 @@ def _approval(value: Any, place: Place, report: Report) -> ApprovalPolicy | None
     if any(item is None for item in fields.values()):
         return None
     return ApprovalPolicy(**fields)
+
+
+def _memory(value: Any, place: Place, report: Report) -> str | None:
+    known, _extras = report.mapping(value, place, optional=MEMORY_KEYS)
+    if known is None:
+        return None
+    if "admission" not in known:
+        return DEFAULT_MEMORY_ADMISSION
+    return report.choice(known["admission"], place.at("admission"), MEMORY_ADMISSIONS)
 
 
 def _limit(value: Any, place: Place, report: Report) -> Gate | None:

@@ -6,7 +6,9 @@ carries the text or names the unit's title: the bundle item it heads (text and r
 supersession notes (in the bundle and in the trace's coalescing steps, where the title becomes the
 unit id). Each rewritten trace gets a tombstone through selection.traces.chain.trace_tombstone, so its
 digest and chain link stay verifiable; exports and pages read the rewritten rows, so the text is
-gone from them too. One transaction, one audit row (`unit.erased`).
+gone from them too. Memory's history keeps the unit, not its text: the erasure is an `erased`
+MemoryChange, and every earlier change's state of the unit carries the mark in place of its text
+and no title. One transaction, one audit row (`unit.erased`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 from django.utils import timezone
 
 from authority import access
@@ -24,7 +25,9 @@ from selection.engine.reason_codes import CoalescingKind
 from selection.engine.render import render_item
 from selection.engine.types import estimate_tokens
 from selection.memory import embeddings, store
-from selection.models import Corpus, MemoryUnit, TombstoneKind, Trace, TraceCandidate
+from selection.memory.changes import memory_changes_append
+from selection.memory.writes.records import memory_changed
+from selection.models import MemoryChangeKind, MemoryUnit, TombstoneKind, Trace, TraceCandidate
 from selection.traces.chain import trace_tombstone
 
 # kept in the unit's extras, so an export (and a re-import) carries who erased it, when and why
@@ -98,7 +101,22 @@ def erased_payload(bundle: dict, header: dict, *, uid: str, title: str, mark: st
     return new_bundle, new_header
 
 
-def unit_erase(*, unit: MemoryUnit, lead, reason: str, now: datetime | None = None) -> Erasure:
+def history_scrubbed(unit: MemoryUnit, *, mark: str, before: int) -> int:
+    """Earlier MemoryChange states of `unit` (below sequence `before`) with the mark for text and no
+    title: the unit's existence, links and validity stay in memory's history, its text does not."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE selection_memorychange
+               SET state = state || jsonb_build_object('text', %s::text, 'title', '')
+             WHERE unit_id = %s AND sequence < %s
+            """,
+            [mark, unit.pk, before],
+        )
+        return cursor.rowcount
+
+
+def unit_erase(*, unit: MemoryUnit, lead, reason: str, now: datetime | None = None, via: str = "page") -> Erasure:
     """Erase `unit`'s text and title from the unit row and every trace of its corpus (a lead only)."""
     access.access_erase(lead, unit.project)
     reason = " ".join((reason or "").split())
@@ -121,7 +139,9 @@ def unit_erase(*, unit: MemoryUnit, lead, reason: str, now: datetime | None = No
         unit.text, unit.title, unit.tokens, unit.embedding = mark, "", estimate_tokens(mark), vector
         unit.extras = {**unit.extras, ERASED_KEY: {"by": lead.username, "at": now.isoformat(), "reason": reason}}
         unit.save(update_fields=["text", "title", "tokens", "embedding", "extras"])
-        Corpus.objects.filter(pk=unit.corpus_id).update(revision=F("revision") + 1)
+        erased = memory_changes_append(unit.corpus_id, [(unit.pk, MemoryChangeKind.ERASED)], actor=lead, via=via)
+        history_scrubbed(unit, mark=mark, before=erased.start)
+        memory_changed(unit.corpus_id)
         carrying = (
             TraceCandidate.objects.filter(unit_uid=unit.uid, trace__project__corpus_id=unit.corpus_id)
             .values_list("trace_id", flat=True)
@@ -148,7 +168,13 @@ def unit_erase(*, unit: MemoryUnit, lead, reason: str, now: datetime | None = No
             action="unit.erased",
             obj=unit,
             summary=f"{unit.uid} erased from the unit and {len(rewritten)} trace(s): {reason}",
-            payload={"unit": unit.uid, "corpus": unit.corpus_id, "traces": rewritten, "reason": reason},
+            payload={
+                "unit": unit.uid,
+                "corpus": unit.corpus_id,
+                "traces": rewritten,
+                "reason": reason,
+                "sequence": erased.start,
+            },
         )
     store.forget_index(unit.corpus_id, files=True)
     return Erasure(unit=unit.uid, mark=mark, traces=tuple(rewritten))

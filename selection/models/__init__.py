@@ -38,6 +38,7 @@ from selection.models.traces import (
     TraceOutcome,
     TraceTombstone,
 )
+from selection.models.writes import MemoryWriteKey
 
 __all__ = [
     "Corpus",
@@ -55,6 +56,7 @@ __all__ = [
     "MemoryChange",
     "MemoryChangeKind",
     "MemoryUnit",
+    "MemoryWriteKey",
     "OpenLoopKind",
     "OpenLoopStatus",
     "OutcomeVerdict",

@@ -14,6 +14,10 @@ from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+TOOLS = {
+    "select", "get_trace", "explain_unit", "report_outcome",
+    "remember", "supersede", "refute", "close_loop", "recall_unit",
+}  # fmt: skip
 FAILING = [{"id": "t1", "kind": "failing_test", "content": "test_smoke_retrieval fails after the config change"}]
 
 
@@ -31,7 +35,7 @@ def test_the_tools_select_explain_and_report_through_the_services(people, token_
     async def session():
         async with Client(server) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert names == {"select", "get_trace", "explain_unit", "report_outcome"}
+            assert names == TOOLS
             selected = await client.call_tool("select", {"project": "sift", "signals": FAILING, "budget_tokens": 400})
             assert not selected.is_error, selected.content
             trace_id = selected.structured_content["trace_id"]
@@ -121,7 +125,7 @@ def test_streamable_http_under_the_same_site(live_server, people, token_for):
     from selection.models import Trace, TraceOutcome
 
     names, report = _run(session)
-    assert names == {"select", "get_trace", "explain_unit", "report_outcome"}
+    assert names == TOOLS
     assert not report.is_error, report.content
     assert Trace.objects.get(pk=trace_id).source == "mcp"
     assert TraceOutcome.objects.get().reporter == people["auditor"]

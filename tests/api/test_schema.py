@@ -49,6 +49,16 @@ ENDPOINTS = {
     ("get", "/api/v1/jobs/{job_id}"),
     ("get", "/api/v1/audit"),
     ("get", "/api/v1/health"),
+    ("post", "/api/v1/projects/{slug}/units"),
+    ("get", "/api/v1/projects/{slug}/units/{uid}"),
+    ("post", "/api/v1/projects/{slug}/units/{uid}/supersede"),
+    ("post", "/api/v1/projects/{slug}/units/{uid}/refute"),
+    ("post", "/api/v1/projects/{slug}/units/{uid}/echo"),
+    ("post", "/api/v1/projects/{slug}/units/{uid}/support"),
+    ("post", "/api/v1/projects/{slug}/units/{uid}/close-loop"),
+    ("post", "/api/v1/projects/{slug}/units/{uid}/reopen-loop"),
+    ("post", "/api/v1/projects/{slug}/units/{uid}/admit"),
+    ("post", "/api/v1/projects/{slug}/units/{uid}/decline"),
 }
 
 

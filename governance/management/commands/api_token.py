@@ -1,5 +1,8 @@
 """`python manage.py api_token USER [--project P --role R] [--days N] [--name NAME]`: create a token.
 
+R is a role USER holds in P, or `agent` (USER leads or reviews P): an agent token selects, writes
+memory and reports outcomes in P, and nothing else.
+
 The same service as the API tokens page (tokens.services.token_create): the scope must be a role
 USER holds, creation is audited, and the secret is printed once, alone on stdout, for scripts.
 """
@@ -20,7 +23,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("user")
         parser.add_argument("--project", help="the project the token is limited to (with --role)")
-        parser.add_argument("--role", choices=["lead", "reviewer", "auditor"])
+        parser.add_argument(
+            "--role",
+            choices=["lead", "reviewer", "auditor", access.AGENT_SCOPE],
+            help="a role USER holds there, or agent: select, write memory and report outcomes only",
+        )
         parser.add_argument("--days", type=int, default=tokens.DEFAULT_LIFETIME_DAYS, choices=tokens.LIFETIMES_DAYS)
         parser.add_argument("--name", default="cli")
 

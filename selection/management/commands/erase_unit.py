@@ -30,7 +30,7 @@ class Command(BaseCommand):
         if row is None:
             raise CommandError(f'no unit "{unit}" in corpus "{corpus}"')
         try:
-            erasure = unit_erase(unit=row, lead=lead, reason=reason)
+            erasure = unit_erase(unit=row, lead=lead, reason=reason, via="command")
         except (AccessDenied, ErasureRefused) as error:
             raise CommandError(f"{unit} was not erased: {error}") from None
         self.stdout.write(f"{erasure.unit} erased from the unit and {len(erasure.traces)} trace(s): {erasure.mark}")

@@ -1,0 +1,1 @@
+"""Memory writes: one service per write (services.py, admission.py), used by every surface."""
