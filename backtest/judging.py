@@ -17,6 +17,7 @@ from selection.models import Task
 
 from .errors import BacktestError
 from .lifecycle import backtest_changed
+from .review import standards
 from .models import (
     AblationReplay,
     Backtest,
@@ -68,10 +69,14 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
         if missing:
             raise BacktestError(f"backtest #{backtest_id} lacks {len(missing)} replays: {', '.join(missing[:5])}")
         order = [(t, uids[t]) for t in backtest.task_ids]
+        # a rollback is judged against the restored version's own recorded replays, when there are
+        reference = standards.reference_replays(backtest)
+        judged = {t: m for t, (_trace, m) in reference.items()} if reference else sides[ReplaySide.BASELINE]
         decision = gate_rules.decide(
             gate_rules.Gates.from_spec(backtest.gates),
-            {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
+            {uid: judged[t] for t, uid in order},
             {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
+            standard=standards.judging_standard(backtest, used_reference=reference is not None),
         )
         effects = _ablation_effects(backtest, order, sides)
         shadowed = set(ShadowReplay.objects.filter(backtest=backtest).values_list("selection_id", flat=True))

@@ -37,6 +37,7 @@ from .models import (
 from .replay.dispatch import launch_chord, replays_done, replays_expected
 from .replay.services import CONDITION, variant_frame
 from .replay.shadow import shadow_plan
+from .review.standards import standard_for
 from .selectors import declared_projects
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,13 @@ def backtest_enqueue(*, proposal, requested_by=None, shadow: int | None = None) 
             task_set_digest=digest,
             task_set_version=task_set,
             engine_version=ENGINE_VERSION,
-            gates=_gates_of(baseline.snapshot),
+            # the standard its kind of change is held to, and what it is judged against
+            gates={
+                **_gates_of(baseline.snapshot),
+                "standard": standard_for(
+                    proposal=proposal, baseline=baseline, task_ids=[t["id"] for t in tasks]
+                ),
+            },
             requested_by=requested_by,
             status=BacktestStatus.QUEUED,
             ablation=ablation,
