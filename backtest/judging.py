@@ -17,7 +17,6 @@ from selection.models import Task
 
 from .errors import BacktestError
 from .lifecycle import backtest_changed
-from .review import standards
 from .models import (
     AblationReplay,
     Backtest,
@@ -27,6 +26,7 @@ from .models import (
     ShadowReplay,
     TaskReplay,
 )
+from .review import standards
 
 logger = logging.getLogger(__name__)
 

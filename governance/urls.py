@@ -27,9 +27,7 @@ urlpatterns = [
     path("proposals/<int:pk>/split/", proposal_views.proposal_split, name="proposal-split"),
     path("proposals/<int:pk>/close/", proposal_views.proposal_close, name="proposal-close"),
     path("proposals/<int:pk>/revert/", revert_views.proposal_revert_request, name="proposal-revert-request"),
-    path(
-        "proposals/<int:pk>/revert/confirm/", revert_views.proposal_revert_confirm, name="proposal-revert-confirm"
-    ),
+    path("proposals/<int:pk>/revert/confirm/", revert_views.proposal_revert_confirm, name="proposal-revert-confirm"),
     path("projects/<slug:slug>/webhooks/", webhook_views.project_webhooks, name="project-webhooks"),
     path("projects/<slug:slug>/rollback/", editor_views.proposal_rollback, name="proposal-rollback"),
     path("audit/", views.audit_log, name="audit-log"),

@@ -15,6 +15,7 @@ from django.db.models import Q
 from authority.models import Promotion
 from rules import gate_verdict as gate_rules
 from selection.corpus.frames import gate_standards
+
 from ..models import Backtest, BacktestStatus, ReplaySide, TaskReplay
 
 
@@ -110,6 +111,7 @@ def standard_sentence(backtest: Backtest) -> str:
         allowed = f"by more than {margin:g}" if margin else "at all"
         judged = against(backtest, used_reference=reference_replays(backtest) is not None)
         tail = f", judged against {judged}" if judged else ""
-        return f"Held to non-inferiority as {what}: it may not fall {allowed} at the low end of its 95 % interval{tail}."
+        return (
+            f"Held to non-inferiority as {what}: it may not fall {allowed} at the low end of its 95 % interval{tail}."
+        )
     return f"Held to superiority as {what}: the primary metric must rise."
-

@@ -90,8 +90,14 @@ def _reason(reason: str) -> str:
     return reason
 
 
-def revert_request(*, lead, proposal: Proposal | None = None, project: Project | None = None,
-                   to_version: FrameVersion | None = None, reason: str) -> Proposal:
+def revert_request(
+    *,
+    lead,
+    proposal: Proposal | None = None,
+    project: Project | None = None,
+    to_version: FrameVersion | None = None,
+    reason: str,
+) -> Proposal:
     """A lead asks to restore a version that was promoted, at once: on an open rollback proposal,
     or (project, to_version) writing that rollback proposal first. Audited on the proposal."""
     reason = _reason(reason)
@@ -101,8 +107,13 @@ def revert_request(*, lead, proposal: Proposal | None = None, project: Project |
         if proposal is None:
             if not Promotion.objects.filter(frame_version=to_version).exists():
                 raise ProposalInvalid(
-                    [FrameIssue(("version",), f"v{to_version.number} was never in force: only a version that "
-                                "was promoted can be restored at once")]
+                    [
+                        FrameIssue(
+                            ("version",),
+                            f"v{to_version.number} was never in force: only a version that "
+                            "was promoted can be restored at once",
+                        )
+                    ]
                 )
             proposal = proposal_rollback(project=project, author=lead, to_version=to_version, rationale=reason)
         proposal = Proposal.objects.select_related("project", "restores").get(pk=proposal.pk)
@@ -155,8 +166,10 @@ def revert_confirm(*, proposal: Proposal, confirmer) -> Promotion:
             current = current_frame_version(project=project)
             if current is None or current.pk != proposal.base_version_id:
                 raise PromotionRefused(
-                    [f"v{current.number if current else '-'} was promoted since the revert was asked for: "
-                     "ask again over the current version"]
+                    [
+                        f"v{current.number if current else '-'} was promoted since the revert was asked for: "
+                        "ask again over the current version"
+                    ]
                 )
             promotion = promotion_create(project=project, frame_version=proposal.frame_version, promoted_by=confirmer)
             proposal_sync_state(proposal=proposal)

@@ -97,7 +97,9 @@ def test_what_it_waits_for_never_ends_with_nothing(client, sift_users):
     assert waits.strip(" .") and "a lead of sift can promote" in waits
 
 
-def test_the_live_region_carries_the_badge_and_the_next_step(client, sift, sift_users, django_capture_on_commit_callbacks):
+def test_the_live_region_carries_the_badge_and_the_next_step(
+    client, sift, sift_users, django_capture_on_commit_callbacks
+):
     from backtest.services import backtest_enqueue
 
     backtest_enqueue(proposal=proposal("looser-stop-rule"), requested_by=None)  # queued: the page is live

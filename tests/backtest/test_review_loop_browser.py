@@ -89,12 +89,10 @@ def _walk(url, other, before, browser, browser_login):
     task_row.find_element("css selector", "button[type=submit]").click()
     wait_for(browser, lambda d: "Comment posted." in d.page_source, message="the row comment")
     browser.get(url + reverse("proposal-detail", args=[first.pk]))
-    css(browser, "#proposal-review-form input[value=reject]").click()
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-reject").click()
     wait_for(browser, lambda d: "a rejection needs a comment saying why" in d.page_source, message="the refusal")
-    css(browser, "#proposal-review-form input[value=reject]").click()
     css(browser, "#proposal-review-form textarea[name=comment]").send_keys("Keep the stop rule; drop the design part.")
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-reject").click()
     wait_for(browser, lambda d: "reject recorded" in d.page_source, message="the rejection")
     browser_login.logout()
 
@@ -134,9 +132,8 @@ def _walk(url, other, before, browser, browser_login):
     browser.get(url + reverse("proposal-detail", args=[split.pk]))
     for box in browser.find_elements("css selector", "#regressions input[name=acknowledged]"):
         box.click()
-    css(browser, "#proposal-review-form input[value=approve]").click()
     css(browser, "#proposal-review-form textarea[name=comment]").send_keys("The stop rule alone is fine.")
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-approve").click()
     wait_for(browser, lambda d: "approve recorded" in d.page_source, message="the approval")
     browser_login.logout()
 

@@ -11,8 +11,7 @@ from authority.models import AuditEntry, RoleGrant
 from authority.selectors import current_frame_version
 from governance.proposals import revert
 from governance.proposals.errors import PromotionRefused, ProposalInvalid
-from tests.backtest.conftest import context_lab, proposal, sift, sift_users  # noqa: F401  (fixtures)
-from tests.backtest.test_standards import promoted_v2  # noqa: F401  (fixture)
+from tests.backtest.conftest import proposal
 
 pytestmark = pytest.mark.django_db
 
