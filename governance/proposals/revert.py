@@ -1,11 +1,12 @@
 """The emergency revert: a lead restores a version that was in force at once, with a reason and a
 second person's confirmation, and the backtest follows instead of leading.
 
-Two steps, two people. A lead asks (revert_request): a rollback proposal is written as any other
-(its backtest starts) and the request, with its reason, is audited on it. Another lead or a
-reviewer of the project confirms (revert_confirm): the restored version is promoted in the same
-transaction as its audit row, whatever its backtest says or whether it has finished; the backtest
-goes on and its verdict shows on the proposal. The audit trail is the request's only record:
+Two steps, two people. A lead asks (revert_request): a rollback proposal is written (its backtest
+waits for the restore) and the request, with its reason, is audited on it; asked on an open
+rollback proposal, that one is used, whatever its backtest says. Another lead or a reviewer of
+the project confirms (revert_confirm): the restored version is promoted in the same transaction
+as its audit row, and its backtest starts on commit, against the version it replaced; its verdict
+shows on the proposal. The audit trail is the request's only record:
 the request is the `proposal.revert_requested` row, the confirmation the `proposal.reverted` row.
 """
 
@@ -22,6 +23,7 @@ from authority.audit import audit_record
 from authority.models import AuditEntry, FrameVersion, Promotion
 from authority.selectors import current_frame_version
 from authority.services import promotion_create
+from backtest.services import backtest_enqueue
 from rules.frame_patch import FrameIssue
 from selection.models import Project
 
@@ -115,7 +117,9 @@ def revert_request(
                         )
                     ]
                 )
-            proposal = proposal_rollback(project=project, author=lead, to_version=to_version, rationale=reason)
+            proposal = proposal_rollback(
+                project=project, author=lead, to_version=to_version, rationale=reason, start_backtest=False
+            )
         proposal = Proposal.objects.select_related("project", "restores").get(pk=proposal.pk)
         if proposal.kind != ProposalKind.ROLLBACK or proposal.state in FINAL_STATES:
             raise ProposalInvalid([FrameIssue((), f"proposal #{proposal.pk} is not an open rollback")])
@@ -194,6 +198,11 @@ def revert_confirm(*, proposal: Proposal, confirmer) -> Promotion:
                 },
             )
             _mark_others_stale(proposal=proposal, lead=confirmer)
+            restored = proposal
+            # the backtest follows the restore: the restored frame against the version it replaced
+            transaction.on_commit(
+                lambda: backtest_enqueue(proposal=restored, requested_by=None, after_promotion=True), robust=True
+            )
     except IntegrityError as error:
         if PROMOTION_SEQUENCE_CONSTRAINT in str(error):
             raise PromotionConflict(["another promotion of this project won the race; reload and check"]) from error

@@ -74,7 +74,8 @@ def test_the_ci_workflow_posts_the_comment_and_fails_the_job_on_a_failed_gate(
     log.mkdir()
     (bin_dir / "gh").write_text(GH)
     (bin_dir / "gh").chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # the venv's python
+    (bin_dir / "python").chmod(0o755)
     script = branch / "frame-review.sh"
     script.write_text(ci_script())
     try:

@@ -35,7 +35,11 @@ def test_a_lead_restores_a_promoted_version_at_once_with_a_second_persons_confir
     client.force_login(reviewer)
     page = client.get(reverse("proposal-detail", args=[rollback.pk])).content.decode()
     assert "recall fell in production" in page and 'id="revert-confirm"' in page
-    revert.revert_confirm(proposal=rollback, confirmer=reviewer)
+    assert not rollback.backtests.exists()  # the backtest follows the restore, not the request
+    with django_capture_on_commit_callbacks(execute=True):
+        revert.revert_confirm(proposal=rollback, confirmer=reviewer)
+    after = rollback.backtests.get()  # started once the restore committed, against the version it replaced
+    assert after.baseline_version == promoted_v2 and after.gates["standard"]["name"] == "non_inferiority"
     current = current_frame_version(project=sift)
     assert current.pk == rollback.frame_version_id and current.snapshot == v1.snapshot
     rollback.refresh_from_db()

@@ -129,6 +129,7 @@ def test_a_lead_restores_v1_at_once_a_reviewer_confirms_and_the_backtest_follows
         css(browser, f"#rollback-{v1.number}").click()
         wait_for(browser, lambda d: d.find_elements("css selector", "#emergency-revert"), message="the rollback page")
         rollback = Proposal.objects.get(kind="rollback")
+        wait_finished(rollback.backtests.get().pk, timeout=BACKTEST_SECONDS)  # the review way's backtest
         css(browser, "#revert summary").click()
         css(browser, "#revert-reason").send_keys("Recall fell in production after v2.")
         shoot(browser, "revert-ask-lead")
@@ -149,15 +150,19 @@ def test_a_lead_restores_v1_at_once_a_reviewer_confirms_and_the_backtest_follows
         record = css(browser, "#revert-record").text
         assert "lead asked" in record and "reviewer confirmed" in record
         # the backtest follows and its verdict shows on the restored version's proposal
+        after = rollback.backtests.order_by("-id").first()
+        assert after.created_at > rollback.backtests.order_by("id").first().created_at  # a new one, after the restore
+        browser.execute_script("window.__sameDocument = true;")
         wait_for(
             browser,
-            lambda d: (
-                "judged the restored version after the restore" in d.find_element("css selector", "#post-hoc").text
-            ),
+            lambda d: "passed" in d.find_element("css selector", "#post-hoc").text,
             timeout=BACKTEST_SECONDS,
-            message="the backtest's verdict after the restore",
+            message="the verdict of the backtest that follows the restore",
         )
-        assert "passed" in css(browser, "#post-hoc").text
+        assert browser.execute_script("return window.__sameDocument === true;"), "the page reloaded"
+        post_hoc = css(browser, "#post-hoc").text
+        assert f"Backtest #{after.pk}, run after the restore against v{v2.number}" in post_hoc
+        assert "no worse" in post_hoc
         shoot(browser, "revert-done-reviewer")
         browser_login.logout()
         browser_login("lead", "pw-lead")
