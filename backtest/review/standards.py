@@ -14,7 +14,7 @@ from django.db.models import Q
 
 from authority.models import Promotion
 from rules import gate_verdict as gate_rules
-from selection.corpus.frames import gate_standards
+from selection.corpus.gate_standards import gate_standards
 
 from ..models import Backtest, BacktestStatus, ReplaySide, TaskReplay
 

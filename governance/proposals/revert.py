@@ -102,9 +102,9 @@ def revert_request(
 ) -> Proposal:
     """A lead asks to restore a version that was promoted, at once: on an open rollback proposal,
     or (project, to_version) writing that rollback proposal first. Audited on the proposal."""
-    reason = _reason(reason)
     project = proposal.project if proposal is not None else project
     access.access_promote(lead, project)
+    reason = _reason(reason)
     with transaction.atomic():
         if proposal is None:
             if not Promotion.objects.filter(frame_version=to_version).exists():
@@ -140,13 +140,16 @@ def revert_request(
     return proposal
 
 
-def _check_confirmer(confirmer, project: Project, request: RevertRequest) -> None:
-    caps = access.capabilities(confirmer, project)
+def _check_role(confirmer, project: Project) -> None:
+    caps = access.access_read(confirmer, project)
     if not (caps.can_promote or caps.can_review):
         raise AccessDenied(
             f"{confirmer.username} may not confirm an emergency revert in {project.slug}: "
             "it needs the project lead or reviewer role"
         )
+
+
+def _check_confirmer(confirmer, request: RevertRequest) -> None:
     if confirmer.pk == request.requested_by_id:
         raise PromotionRefused([f"{confirmer.username} asked for this revert: another lead or reviewer confirms it"])
 
@@ -154,7 +157,7 @@ def _check_confirmer(confirmer, project: Project, request: RevertRequest) -> Non
 def revert_confirm(*, proposal: Proposal, confirmer) -> Promotion:
     """The second person confirms: the restored version is current at once, the backtest follows."""
     project = proposal.project
-    access.access_read(confirmer, project)
+    _check_role(confirmer, project)
     try:
         with transaction.atomic():
             Project.objects.select_for_update().get(pk=project.pk)
@@ -164,7 +167,7 @@ def revert_confirm(*, proposal: Proposal, confirmer) -> Promotion:
             request = revert_request_of(proposal)
             if request is None:
                 raise PromotionRefused([f"no emergency revert is asked for on proposal #{proposal.pk}"])
-            _check_confirmer(confirmer, project, request)
+            _check_confirmer(confirmer, request)
             if request.confirmed or proposal.state in FINAL_STATES:
                 raise PromotionRefused([f"proposal #{proposal.pk} is {proposal.state} already"])
             current = current_frame_version(project=project)

@@ -40,6 +40,7 @@ def proposal_revert_confirm(request, pk: int):
         messages.success(
             request,
             f"v{proposal.restores.number} is restored: v{promoted.frame_version.number} is current for "
-            f"{proposal.project.slug}; its backtest goes on and its verdict shows here.",
+            f"{proposal.project.slug}; its backtest runs now, against the version it replaced, "
+            "and its verdict shows here.",
         )
     return redirect("proposal-detail", pk=pk)

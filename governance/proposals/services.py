@@ -56,7 +56,7 @@ def proposal_submit(
     `expected_base`: the version the author edited; refused if another was promoted since.
     `supersedes`: an open proposal of the project this one replaces (a rebase, a revision): it is
     closed in the same transaction, its closure naming this one. Proposals never change once
-    submitted, so a change brought up to date is always a new proposal, backtested afresh.
+    submitted, so a change brought up to date is always a new proposal, backtested afresh;
     `start_backtest` False: an emergency revert's rollback, backtested once it is restored.
     """
     access.access_propose(author, project)
@@ -358,9 +358,6 @@ def proposal_rebase(*, proposal: Proposal, author, resolutions: dict[str, str] |
             },
         )
     return rebased
-
-
-# --- promotion -----------------------------------------------------------------------------------
 
 
 # --- proposals that arrive with a corpus ---------------------------------------------------------

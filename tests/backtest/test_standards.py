@@ -16,7 +16,7 @@ from backtest.services import backtest_enqueue
 from governance.proposals import promotion, services
 from rules import frame_patch
 from rules import gate_verdict as gate_rules
-from selection.corpus.frames import gate_standards
+from selection.corpus.gate_standards import gate_standards
 
 from .conftest import proposal
 from .test_services import run_inline

@@ -93,7 +93,7 @@ def test_the_ci_workflow_posts_the_comment_and_fails_the_job_on_a_failed_gate(
                 "FRAME_FILE": "frames/sift.yaml",
                 "FG_CI_USER": "lead",
                 "FG_SITE": "https://fg.example.org",
-                "TITLE": "PR #7: raise report prose in design review",
+                "TITLE": "Raise report prose in design review (pull request 7)",
                 "PR": "7",
                 "GH_LOG": str(log),
             },
@@ -101,7 +101,7 @@ def test_the_ci_workflow_posts_the_comment_and_fails_the_job_on_a_failed_gate(
         # the job fails: a gate failed
         assert done.returncode == 1, done.stdout + done.stderr
         assert "failed its gates" in done.stderr
-        proposal = Proposal.objects.get(title="PR #7: raise report prose in design review")
+        proposal = Proposal.objects.get(title="Raise report prose in design review (pull request 7)")
         assert proposal.patch == spec["patch"] and proposal.author == sift_users["lead"]
         # the comment was posted (no earlier one to edit), whole
         calls = (log / "calls").read_text().splitlines()
