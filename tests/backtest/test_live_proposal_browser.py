@@ -44,6 +44,15 @@ def test_the_proposal_page_moves_from_running_to_its_decision_without_a_reload(
         assert css(browser, "#review-reject") and not browser.find_elements("css selector", "#review-approve")
         assert not [e for e in console_errors(browser) if "Content Security Policy" in e]
         shoot(browser, "live-failed-reviewer")
+        # the backtest page's review form: the same two actions, reject only here
+        browser.get(live_server.url + reverse("backtest-detail", args=[target.backtests.get().pk]))
+        assert css(browser, "#detail-reject") and not browser.find_elements("css selector", "#detail-approve")
+        shoot(browser, "backtest-failed-reviewer")
+        browser_login.logout()
+        browser_login("lead", "pw-lead")
+        browser.get(live_server.url + reverse("proposal-detail", args=[target.pk]))
+        assert "failed its gates" in css(browser, "#waits-for").text
+        shoot(browser, "live-failed-lead")
     finally:
         for backtest in Backtest.objects.all():
             wait_finished(backtest.pk, timeout=420)

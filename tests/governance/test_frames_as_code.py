@@ -5,6 +5,8 @@ command and the API."""
 from __future__ import annotations
 
 import io
+import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -55,6 +57,8 @@ def test_the_markdown_comment_names_each_gate_the_tasks_the_codes_and_the_links(
     response = client.get(f"/api/v1/backtests/{backtest.pk}?format=markdown")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/markdown")
     text = response.content.decode()
+    if os.environ.get("FG_SCREENS"):  # for a person to read, beside the screenshots
+        Path(os.environ["FG_SCREENS"], "backtest-comment.md").write_text(text, encoding="utf-8")
     first = text.splitlines()[0]
     assert first == f"<!-- frame-governance:backtest project=sift proposal={backtest.proposal_id} -->"
     assert f"❌ failed: backtest #{backtest.pk}" in text

@@ -147,18 +147,19 @@ class Command(BaseCommand):
         except Corpus.DoesNotExist:
             raise CommandError(f'no corpus "{name}": import it with `manage.py import_corpus PATH`') from None
         target = find_proposal(corpus, proposal)
-        queue = settings.CELERY_TASK_DEFAULT_QUEUE
-        consumers = [w for w, queues in worker_queues().items() if queue in queues]
-        if not consumers:
-            raise CommandError(
-                f'no Celery worker consumes the queue "{queue}": start one with `make worker` '
-                "(with the same FG_CELERY_QUEUE) and run this again"
-            )
-        if latest:
-            backtest = review_selectors.latest_backtest(proposal=target)
-            if backtest is None:
-                raise CommandError(f"proposal {target.pk} has no backtest to wait for: run this without --latest")
-        else:
+        backtest = review_selectors.latest_backtest(proposal=target) if latest else None
+        if latest and backtest is None:
+            raise CommandError(f"proposal {target.pk} has no backtest to wait for: run this without --latest")
+        consumers = []
+        if backtest is None or backtest.status not in (BacktestStatus.FINISHED, BacktestStatus.ERROR):
+            queue = settings.CELERY_TASK_DEFAULT_QUEUE  # a backtest that has ended needs no worker
+            consumers = [w for w, queues in worker_queues().items() if queue in queues]
+            if not consumers:
+                raise CommandError(
+                    f'no Celery worker consumes the queue "{queue}": start one with `make worker` '
+                    "(with the same FG_CELERY_QUEUE) and run this again"
+                )
+        if backtest is None:
             try:
                 backtest = services.backtest_enqueue(proposal=target, requested_by=None, shadow=shadow)
             except GovernanceError as error:
@@ -166,7 +167,7 @@ class Command(BaseCommand):
         self.stderr.write(
             f"backtest #{backtest.pk}: {target.project.slug} v{backtest.candidate_version.number} "
             f"({target.uid or target.title}) against v{backtest.baseline_version.number}, "
-            f"{len(backtest.task_ids)} tasks, on {', '.join(consumers)}"
+            f"{len(backtest.task_ids)} tasks, on {', '.join(consumers) or 'no worker (it has ended)'}"
         )
         backtest = self._wait(backtest, timeout)
         if backtest.status == BacktestStatus.ERROR:
