@@ -3,8 +3,8 @@
 
 It opens with a hidden marker naming the project and proposal, so a CI job can find its earlier
 comment and update it instead of adding one per run (docs/ci.md). Then the verdict, the standard
-the change was held to, each gate (pass or regress, the mean delta and its 95 % interval), the
-tasks that moved, the reason codes whose counts changed, tokens, and links to the backtest and
+the change was held to, each gate (pass, regress or fail, the mean delta and its 95 % interval),
+the tasks that moved, the reason codes whose counts changed, tokens, and links to the backtest and
 its trace diffs.
 """
 
@@ -18,7 +18,7 @@ from rules import gate_verdict as gate_rules
 from selection.models import TraceCandidate
 
 from ..models import Backtest, BacktestStatus, ReplaySide, TaskReplay
-from . import selectors, standards
+from . import card, selectors, standards
 
 MARKER = "<!-- frame-governance:backtest project={project} proposal={proposal} -->"
 MAX_TASKS = 20  # listed tasks per comment; the backtest page has every one
@@ -65,7 +65,9 @@ def backtest_markdown(backtest: Backtest, *, site: str = "") -> str:
         "|---|---|---|---:|---|---|",
     ]
     for gate in decision.gate_results:
-        result = "pass" if gate["passed"] else "**regress**"
+        result = (
+            "pass" if gate["passed"] else ("**regress**" if _adverse(gate["metric"], gate["delta"]) else "**fail**")
+        )
         lines.append(
             f"| {gate['gate']} | `{gate['metric']}` | {result} | {gate_rules.signed(gate['delta'])} | "
             f"{_interval(gate)} | {_cell(gate['reason'])} |"
@@ -79,9 +81,15 @@ def selectors_decision(backtest: Backtest):
     return selectors.backtest_decision(backtest) if backtest.status == BacktestStatus.FINISHED else None
 
 
+def _adverse(metric: str, delta: float) -> bool:
+    """Whether `delta` moved `metric` the wrong way (a held primary that had to rise is a fail, not a regress)."""
+    if metric in card.HIGHER_IS_BETTER:
+        return delta < -gate_rules.EPSILON
+    return delta > gate_rules.EPSILON  # leakage, harmful admission, redundancy, tokens: lower is better
+
+
 def _tasks(backtest: Backtest, decision, site: str) -> list[str]:
-    """Each task whose primary metric moved, worst first, with its trace diff."""
-    primary = decision.primary_metric
+    """Each task on which a gated metric moved, the ones made worse first, with its trace diff."""
     traces: dict[tuple[int, str], int] = {
         (task_id, side): trace_id
         for task_id, side, trace_id in TaskReplay.objects.filter(backtest=backtest).values_list(
@@ -90,20 +98,27 @@ def _tasks(backtest: Backtest, decision, site: str) -> list[str]:
     }
     for task_id, (trace_id, _metrics) in (standards.reference_replays(backtest) or {}).items():
         traces[(task_id, ReplaySide.BASELINE)] = trace_id
-    moved = [row for row in decision.per_task_deltas if abs(row["delta"].get(primary, 0.0)) > gate_rules.EPSILON]
+    moved = []
+    for row in decision.per_task_deltas:
+        # the gated metrics (the rows hold those only); tokens have their own line
+        changes = [(m, d) for m, d in row["delta"].items() if m != "tokens" and abs(d) > gate_rules.EPSILON]
+        if changes:
+            worse = sum(_adverse(m, d) for m, d in changes)
+            moved.append((-worse, row, changes))
     if not moved:
-        return [f"**Tasks that flipped:** none — `{primary}` held on every task.", ""]
-    moved.sort(key=lambda row: row["delta"][primary])
+        return ["**Tasks that flipped:** none — no gated metric moved on any task.", ""]
+    moved.sort(key=lambda item: item[0])
     diff = f"{site}{reverse('trace-diff')}"
-    lines = [f"**Tasks that flipped** ({len(moved)}, `{primary}`):", ""]
-    for row in moved[:MAX_TASKS]:
-        word = "regressed" if row["delta"][primary] < 0 else "improved"
+    lines = [f"**Tasks that flipped** ({len(moved)} of {len(decision.per_task_deltas)}):", ""]
+    for _worse, row, changes in moved[:MAX_TASKS]:
         a, b = traces.get((row["task_id"], ReplaySide.BASELINE)), traces.get((row["task_id"], ReplaySide.CANDIDATE))
         link = f" — [trace diff]({diff}?a={a}&b={b})" if a and b else ""
-        lines.append(
-            f"- `{row['task']}` {word}: {gate_rules.fmt(row['baseline'][primary])} → "
-            f"{gate_rules.fmt(row['candidate'][primary])}{link}"
+        said = "; ".join(
+            f"`{m}` {gate_rules.fmt(row['baseline'][m])} → {gate_rules.fmt(row['candidate'][m])} "
+            f"({'regressed' if _adverse(m, d) else 'improved'})"
+            for m, d in changes
         )
+        lines.append(f"- `{row['task']}`: {said}{link}")
     if len(moved) > MAX_TASKS:
         lines.append(f"- … and {len(moved) - MAX_TASKS} more on the backtest page")
     return [*lines, ""]
@@ -120,7 +135,8 @@ def _codes(backtest: Backtest) -> list[str]:
     lines = ["**Reason codes that changed** (candidates over every task):", "", "| Code | Before | After | Δ |"]
     lines.append("|---|---:|---:|---:|")
     for code in changed:
-        lines.append(f"| `{code}` | {before[code]} | {after[code]} | {after[code] - before[code]:+d} |")
+        change = after[code] - before[code]
+        lines.append(f"| `{code}` | {before[code]} | {after[code]} | {'+' if change > 0 else '−'}{abs(change)} |")
     return [*lines, ""]
 
 
@@ -128,4 +144,5 @@ def _tokens(decision) -> list[str]:
     base, cand = decision.baseline_means.get("tokens"), decision.candidate_means.get("tokens")
     if base is None or cand is None:
         return []
-    return [f"**Tokens:** {base:.1f} → {cand:.1f} per task ({gate_rules.signed(cand - base)})."]
+    change = cand - base
+    return [f"**Tokens:** {base:.1f} → {cand:.1f} per task ({'+' if change >= 0 else '−'}{abs(change):.1f})."]

@@ -62,10 +62,11 @@ def test_the_markdown_comment_names_each_gate_the_tasks_the_codes_and_the_links(
     first = text.splitlines()[0]
     assert first == f"<!-- frame-governance:backtest project=sift proposal={backtest.proposal_id} -->"
     assert f"❌ failed: backtest #{backtest.pk}" in text
-    assert "| primary | `must_include_recall` | **regress** |" in text
+    assert "| primary | `must_include_recall` | **fail** |" in text  # it held where it had to rise
     assert "| max_drop | `precision` | **regress** |" in text and "95 % interval" in text
     assert "Held to superiority as a change" in text
     assert "Reason codes" in text and "**Tokens:**" in text
+    assert "`t3-next-quarter`: `precision` 0.462 → 0.333 (regressed) — [trace diff](http://testserver/traces/diff/?a=" in text
     assert f"http://testserver{reverse('backtest-detail', args=[backtest.pk])}" in text
     out, _ = run("backtest", "context-lab", "--proposal", str(backtest.proposal_id), "--latest", "--format", "markdown")
     assert out.splitlines()[0] == first and "| max_drop | `precision` | **regress** |" in out
