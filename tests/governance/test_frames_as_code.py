@@ -66,7 +66,8 @@ def test_the_markdown_comment_names_each_gate_the_tasks_the_codes_and_the_links(
     assert "| max_drop | `precision` | **regress** |" in text and "95 % interval" in text
     assert "Held to superiority as a change" in text
     assert "Reason codes" in text and "**Tokens:**" in text
-    assert "`t3-next-quarter`: `precision` 0.462 → 0.333 (regressed) — [trace diff](http://testserver/traces/diff/?a=" in text
+    moved = "`t3-next-quarter`: `precision` 0.462 → 0.333 (regressed) — [trace diff](http://testserver/traces/diff/?a="
+    assert moved in text
     assert f"http://testserver{reverse('backtest-detail', args=[backtest.pk])}" in text
     out, _ = run("backtest", "context-lab", "--proposal", str(backtest.proposal_id), "--latest", "--format", "markdown")
     assert out.splitlines()[0] == first and "| max_drop | `precision` | **regress** |" in out
