@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Field, Router, Schema, Status
@@ -22,6 +23,7 @@ from selection.models import Project
 from . import selectors
 from .health import selectors as health_selectors
 from .review import card as review_card
+from .review import markdown as review_markdown
 from .review import selectors as review_selectors
 from .review import services as review_services
 
@@ -235,10 +237,19 @@ def _backtest(backtest) -> dict:
 
 
 @router.get("/backtests/{backtest_id}", response=BacktestOut, url_name="backtest", summary="One backtest")
-def backtest_detail(request, backtest_id: Id):
-    """State and progress while it runs; then the gates with their reasons and per-task deltas."""
+def backtest_detail(request, backtest_id: Id, format: Literal["json", "markdown"] = "json"):
+    """State and progress while it runs; then the gates with their reasons and per-task deltas.
+
+    `format=markdown`: the pull-request comment instead (text/markdown): per gate pass or regress
+    with its interval, the tasks that flipped, the reason codes whose counts changed, tokens, and
+    links to the backtest and its trace diffs (docs/ci.md)."""
     backtest = selectors.backtest_by_id(backtest_id=backtest_id)
     access.access_read(request.auth, backtest.proposal.project)
+    if format == "markdown":
+        site = request.build_absolute_uri("/").rstrip("/")
+        return HttpResponse(
+            review_markdown.backtest_markdown(backtest, site=site), content_type="text/markdown; charset=utf-8"
+        )
     return _backtest(backtest)
 
 

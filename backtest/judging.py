@@ -26,6 +26,7 @@ from .models import (
     ShadowReplay,
     TaskReplay,
 )
+from .review import standards
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +69,14 @@ def backtest_finish(*, backtest_id: int) -> BacktestDecision:
         if missing:
             raise BacktestError(f"backtest #{backtest_id} lacks {len(missing)} replays: {', '.join(missing[:5])}")
         order = [(t, uids[t]) for t in backtest.task_ids]
+        # a rollback is judged against the restored version's own recorded replays, when there are
+        reference = standards.reference_replays(backtest)
+        judged = {t: m for t, (_trace, m) in reference.items()} if reference else sides[ReplaySide.BASELINE]
         decision = gate_rules.decide(
             gate_rules.Gates.from_spec(backtest.gates),
-            {uid: sides[ReplaySide.BASELINE][t] for t, uid in order},
+            {uid: judged[t] for t, uid in order},
             {uid: sides[ReplaySide.CANDIDATE][t] for t, uid in order},
+            standard=standards.judging_standard(backtest, used_reference=reference is not None),
         )
         effects = _ablation_effects(backtest, order, sides)
         shadowed = set(ShadowReplay.objects.filter(backtest=backtest).values_list("selection_id", flat=True))

@@ -37,6 +37,7 @@ from .models import (
 from .replay.dispatch import launch_chord, replays_done, replays_expected
 from .replay.services import CONDITION, variant_frame
 from .replay.shadow import shadow_plan
+from .review.standards import standard_for
 from .selectors import declared_projects
 
 logger = logging.getLogger(__name__)
@@ -76,11 +77,15 @@ def ablation_plan(proposal) -> dict:
 
 
 
-def backtest_enqueue(*, proposal, requested_by=None, shadow: int | None = None) -> Backtest:
+def backtest_enqueue(
+    *, proposal, requested_by=None, shadow: int | None = None, after_promotion: bool = False
+) -> Backtest:
     """Start a backtest of `proposal` against the current promoted version; the chord runs on commit.
 
     `requested_by` None is the system (the CLI, a re-run); a user needs the lead role. `shadow`:
     how many of the project's last live selections it also replays (None: FG_BACKTEST_SHADOW).
+    `after_promotion`: the backtest of an emergency revert, promoted already: it replays against
+    the version the proposal replaced (its base), not the current one (itself).
     """
     project = proposal.project
     if requested_by is not None:
@@ -88,19 +93,23 @@ def backtest_enqueue(*, proposal, requested_by=None, shadow: int | None = None) 
     with transaction.atomic():
         # the baseline cannot move while the backtest row is written
         Project.objects.select_for_update().get(pk=project.pk)
-        proposal = type(proposal).objects.select_related("frame_version", "project").get(pk=proposal.pk)
-        if proposal.state == ProposalState.PROMOTED:
+        proposal = (
+            type(proposal).objects.select_related("frame_version", "project", "base_version").get(pk=proposal.pk)
+        )
+        if proposal.state == ProposalState.PROMOTED and not after_promotion:
             raise BacktestRefused(f"proposal #{proposal.pk} is already promoted")
         if proposal.state == ProposalState.CLOSED:
             raise BacktestRefused(f"proposal #{proposal.pk} is closed")
-        baseline = current_frame_version(project=project)
+        baseline = proposal.base_version if after_promotion else current_frame_version(project=project)
         if baseline is None:
             raise BacktestRefused(f"{project.slug} has no promoted frame version to compare with")
         tasks = project_tasks(project)
         if not tasks:
             raise BacktestRefused(f"{project.slug} has no task to replay")
         candidate = proposal.frame_version
-        ablation = ablation_plan(proposal)
+        standard = standard_for(proposal=proposal, baseline=baseline, task_ids=[t["id"] for t in tasks])
+        # the ablation judges each part by a rise: a no-worse or review-only change is judged whole
+        ablation = ablation_plan(proposal) if standard["name"] == "superiority" else {}
         shadows = shadow_plan(project, shadow)
         digest = tasks_digest(tasks)
         # the version it names (recorded now if the set is new; the project's row lock is held)
@@ -114,7 +123,8 @@ def backtest_enqueue(*, proposal, requested_by=None, shadow: int | None = None) 
             task_set_digest=digest,
             task_set_version=task_set,
             engine_version=ENGINE_VERSION,
-            gates=_gates_of(baseline.snapshot),
+            # the standard its kind of change is held to, and what it is judged against
+            gates={**_gates_of(baseline.snapshot), "standard": standard},
             requested_by=requested_by,
             status=BacktestStatus.QUEUED,
             ablation=ablation,

@@ -3,7 +3,7 @@
 from django.urls import path
 
 from . import views
-from .proposals import editor_views
+from .proposals import editor_views, revert_views
 from .proposals import views as proposal_views
 from .tokens import views as token_views
 from .webhooks import views as webhook_views
@@ -26,6 +26,8 @@ urlpatterns = [
     path("proposals/<int:pk>/resubmit/", proposal_views.proposal_resubmit, name="proposal-resubmit"),
     path("proposals/<int:pk>/split/", proposal_views.proposal_split, name="proposal-split"),
     path("proposals/<int:pk>/close/", proposal_views.proposal_close, name="proposal-close"),
+    path("proposals/<int:pk>/revert/", revert_views.proposal_revert_request, name="proposal-revert-request"),
+    path("proposals/<int:pk>/revert/confirm/", revert_views.proposal_revert_confirm, name="proposal-revert-confirm"),
     path("projects/<slug:slug>/webhooks/", webhook_views.project_webhooks, name="project-webhooks"),
     path("projects/<slug:slug>/rollback/", editor_views.proposal_rollback, name="proposal-rollback"),
     path("audit/", views.audit_log, name="audit-log"),

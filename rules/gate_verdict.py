@@ -16,6 +16,10 @@ interval on any machine) and how many tasks improved, regressed and held. With
 `require_interval: true` the primary gate must clear its threshold with the interval's lower
 bound, and max_drop / max_rise limits are judged on the interval's adverse end.
 
+A change is held to the standard its frame declares for its kind (gates.held_to): superiority,
+the primary gate above; non-inferiority, "no worse": the primary delta's interval lower bound is
+at least −margin; review-only (a neutral change): no gate, the reviewers decide.
+
 Comparisons allow EPSILON of float noise, so "no worse" (max_rise 0.0) holds for equal means
 summed in another order, and a delta of 1e-17 is not an improvement. The specification is the
 engine's typed Gates (selection.engine.gates), the one the corpus reader builds.
@@ -57,6 +61,27 @@ MIN_TASKS = 10  # fewer tasks than this: the page says the delta cannot be told 
 
 TaskMetrics = Mapping[str, Mapping[str, float]]  # task id -> metric -> value
 
+# frame keys no selection reads (the engine never looks at them): a change of these alone is neutral
+NON_SELECTION_KEYS = ("purpose", "objectives", "constraints", "approval", "gates")
+
+
+def change_kind(kind: str, base: Mapping, candidate: Mapping) -> tuple[str, tuple[str, ...]]:
+    """("neutral", keys) when every top-level key that differs is one no selection reads (or an
+    "x-" extension), else (kind, keys): the kind of change its standard is chosen by."""
+    keys = tuple(sorted(k for k in set(base) | set(candidate) if base.get(k) != candidate.get(k)))
+    if keys and all(k in NON_SELECTION_KEYS or k.startswith("x-") for k in keys):
+        return "neutral", keys
+    return kind, keys
+
+
+@dataclass(frozen=True)
+class Standard:
+    """What the primary gate asks: superiority, non_inferiority (with margin) or review_only."""
+
+    name: str = "superiority"
+    margin: float = 0.0
+    against: str = ""  # what the candidate is judged against, in words, when not the baseline
+
 
 @dataclass(frozen=True)
 class GateResult:
@@ -74,6 +99,8 @@ class GateResult:
     held: int = 0
     evidence: str = ""  # the interval and the counts, in one sentence
     tasks: tuple[str, ...] = ()  # max_task_drop: the tasks that broke the floor
+    standard: str = "superiority"  # the standard the change was held to (the primary gate's test)
+    against: str = ""  # what the candidate was judged against, when not the backtest's baseline
 
     def as_dict(self) -> dict:
         doc = asdict(self)
@@ -209,6 +236,31 @@ def judge_primary_interval(
     return GateResult(PRIMARY_GATE, metric, min_improvement, baseline, candidate, delta, passed, reason)
 
 
+def judge_non_inferior(
+    metric: str, margin: float, baseline: float, candidate: float, s: Spread, against: str
+) -> GateResult:
+    """Non-inferiority: the interval's lower bound may be no lower than −margin ("no worse")."""
+    delta = candidate - baseline
+    passed = s.low >= -margin - EPSILON
+    where = f" against {against}" if against else ""
+    moved = f"{_moved(metric, baseline, candidate)} ({signed(delta)}){where}"
+    allowed = f"the {margin:g} it may fall" if margin else "no fall"
+    bound = f"its 95 % interval's lower bound is {signed(s.low)}"
+    if passed:
+        reason = f"{moved}; {bound}, within {allowed}: no worse"
+    else:
+        reason = f"{moved}, but {bound}: it must be no worse, {allowed} allowed"
+    return GateResult(PRIMARY_GATE, metric, margin, baseline, candidate, delta, passed, reason)
+
+
+def judge_review_only(metric: str, baseline: float, candidate: float, keys: str) -> GateResult:
+    delta = candidate - baseline
+    reason = (
+        f"this change touches no selection input ({keys}): it needs review only; {_moved(metric, baseline, candidate)}"
+    )
+    return GateResult(PRIMARY_GATE, metric, 0.0, baseline, candidate, delta, True, reason)
+
+
 def judge_task_floor(
     metric: str, limit: float, baseline: Mapping[str, float], candidate: Mapping[str, float]
 ) -> GateResult:
@@ -254,12 +306,16 @@ def judge_limit(metric: str, bound: str, limit: float, baseline: float, candidat
     return GateResult(bound, metric, float(limit), baseline, candidate, delta, passed, reason)
 
 
-def decide(gates: Gates | Mapping, baseline: TaskMetrics, candidate: TaskMetrics) -> Decision:
-    """Judge a candidate's per-task metrics against the baseline's under `gates`.
+def decide(
+    gates: Gates | Mapping, baseline: TaskMetrics, candidate: TaskMetrics, *, standard: Standard | None = None
+) -> Decision:
+    """Judge a candidate's per-task metrics against the baseline's under `gates`, held to `standard`
+    (superiority when None).
 
     `gates` is the typed Gates, or a stored mapping read into one. Both sides must cover the same
-    tasks; per-task rows keep the baseline's task order.
+    tasks; per-task rows keep the baseline's task order. Review-only judges no limit.
     """
+    standard = standard or Standard()
     if set(baseline) != set(candidate):
         missing = sorted(set(baseline) ^ set(candidate))
         raise GateSpecError(f"baseline and candidate replayed different tasks: {', '.join(missing)}")
@@ -278,16 +334,20 @@ def decide(gates: Gates | Mapping, baseline: TaskMetrics, candidate: TaskMetrics
         return {name: _mean([float(side[t][name]) for t in tasks]) for name in measured}
 
     base_means, cand_means = means(baseline), means(candidate)
-    spreads = {
-        name: spread([float(candidate[t][name]) - float(baseline[t][name]) for t in tasks]) for name in wanted
-    }
+    spreads = {name: spread([float(candidate[t][name]) - float(baseline[t][name]) for t in tasks]) for name in wanted}
     s = spreads[primary]
-    if spec.require_interval:
+    if standard.name == "review_only":
+        first = judge_review_only(primary, base_means[primary], cand_means[primary], standard.against)
+    elif standard.name == "non_inferiority":
+        first = judge_non_inferior(
+            primary, standard.margin, base_means[primary], cand_means[primary], s, standard.against
+        )
+    elif spec.require_interval:
         first = judge_primary_interval(primary, spec.min_improvement, base_means[primary], cand_means[primary], s)
     else:
         first = judge_primary(primary, spec.min_improvement, base_means[primary], cand_means[primary])
     results = [first]
-    for limit in spec.limits:
+    for limit in spec.limits if standard.name != "review_only" else ():
         metric = limit.metric
         for bound, value in limit.bounds:
             if bound == "max_task_drop":
@@ -314,6 +374,8 @@ def decide(gates: Gates | Mapping, baseline: TaskMetrics, candidate: TaskMetrics
             regressed=spreads[g.metric].regressed,
             held=spreads[g.metric].held,
             evidence=spreads[g.metric].sentence,
+            standard=standard.name,
+            against="" if standard.name == "review_only" else standard.against,
         )
         for g in results
     ]

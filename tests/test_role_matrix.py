@@ -166,6 +166,16 @@ def pages(w):
         # version: refused with a message), comment, webhooks, the labelling queue and page
         ("proposal-close", "post", reverse("proposal-close", args=[w["proposal"]]), {"reason": ""}, only("lead")),
         ("proposal-rollback", "post", reverse("proposal-rollback", args=[s]), {"version": "1"}, only("lead")),
+        # the emergency revert: ask (an empty reason is refused with a message), confirm (nothing
+        # asked for on this proposal: refused with a message)
+        (
+            "proposal-revert-request", "post", reverse("proposal-revert-request", args=[w["proposal"]]),
+            {"reason": ""}, only("lead"),
+        ),
+        (
+            "proposal-revert-confirm", "post", reverse("proposal-revert-confirm", args=[w["proposal"]]), {},
+            only("lead", "reviewer"),
+        ),
         (
             "proposal-comment", "post", reverse("proposal-comment", args=[w["proposal"]]), {"body": ""},
             only("lead", "reviewer"),

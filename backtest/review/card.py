@@ -14,6 +14,7 @@ from django.urls import reverse
 from rules import gate_verdict as gate_rules
 
 from ..models import Backtest, TaskReplay
+from .standards import reference_replays
 
 # the corpus format's quality metrics and which way is better (selection.engine.metrics.METRICS
 # without tokens)
@@ -63,6 +64,10 @@ def regressed_tasks(*, backtest: Backtest) -> list[Regression]:
         "task_id", "task__uid", "side", "trace_id", "metrics"
     ):
         sides.setdefault(task_id, {})[side] = (uid, trace_id, metrics or {})
+    # a rollback judged against the restored version's recorded replays: worse than those
+    for task_id, (trace_id, metrics) in (reference_replays(backtest) or {}).items():
+        if "baseline" in sides.get(task_id, {}):
+            sides[task_id]["baseline"] = (sides[task_id]["baseline"][0], trace_id, metrics or {})
     diff = reverse("trace-diff")
     found = []
     for task_id in backtest.task_ids:

@@ -99,7 +99,9 @@ def _mark_others_stale(*, proposal: Proposal, lead) -> None:
         )
 
 
-def proposal_rollback(*, project: Project, author, to_version: FrameVersion, rationale: str = "") -> Proposal:
+def proposal_rollback(
+    *, project: Project, author, to_version: FrameVersion, rationale: str = "", start_backtest: bool = True
+) -> Proposal:
     """Roll back to an earlier version in one action: a proposal whose patch takes the current
     version to `to_version`'s frame, backtested and reviewed like any other before it can land."""
     access.access_propose(author, project)
@@ -121,4 +123,5 @@ def proposal_rollback(*, project: Project, author, to_version: FrameVersion, rat
         expected_base=current,
         kind=ProposalKind.ROLLBACK,
         restores=to_version,
+        start_backtest=start_backtest,
     )

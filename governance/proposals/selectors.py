@@ -39,14 +39,19 @@ def _touched(proposal: Proposal) -> list[tuple[str, ...]]:
     return frames.patch_paths(proposal.patch)
 
 
+# a proposal that can no longer be promoted as it stands: failed, rejected, closed or promoted
+DEAD_STATES = (*FINAL_STATES, ProposalState.FAILED, ProposalState.REJECTED)
+
+
 def open_conflicts(proposals, *, among=None) -> dict[int, list[OpenConflict]]:
-    """proposal id -> the other open proposals (of `among`, default `proposals`) of its project that
-    touch an overlapping key: one promoted first makes the other stale, with that key to resolve."""
-    pool = [p for p in (proposals if among is None else among) if p.state not in FINAL_STATES]
+    """proposal id -> the other live proposals (of `among`, default `proposals`) of its project that
+    touch an overlapping key: one promoted first makes the other stale, with that key to resolve.
+    A dead proposal (DEAD_STATES) neither has conflicts nor is one."""
+    pool = [p for p in (proposals if among is None else among) if p.state not in DEAD_STATES]
     touched = {p.pk: _touched(p) for p in pool}
     result: dict[int, list[OpenConflict]] = {}
     for proposal in proposals:
-        if proposal.state in FINAL_STATES:
+        if proposal.state in DEAD_STATES:
             continue
         mine = touched.get(proposal.pk) or _touched(proposal)
         for other in pool:

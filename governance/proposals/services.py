@@ -46,6 +46,7 @@ def proposal_submit(
     kind: str = ProposalKind.CHANGE,
     supersedes: Proposal | None = None,
     restores: FrameVersion | None = None,
+    start_backtest: bool = True,
 ) -> Proposal:
     """Store a JSON Merge Patch over the current promoted frame as a new immutable FrameVersion.
 
@@ -55,7 +56,8 @@ def proposal_submit(
     `expected_base`: the version the author edited; refused if another was promoted since.
     `supersedes`: an open proposal of the project this one replaces (a rebase, a revision): it is
     closed in the same transaction, its closure naming this one. Proposals never change once
-    submitted, so a change brought up to date is always a new proposal, backtested afresh.
+    submitted, so a change brought up to date is always a new proposal, backtested afresh;
+    `start_backtest` False: an emergency revert's rollback, backtested once it is restored.
     """
     access.access_propose(author, project)
     title = (title or "").strip()
@@ -124,7 +126,8 @@ def proposal_submit(
                 reason=f"{verb} over v{base.number} as proposal #{proposal.pk}",
             )
         # robust: the proposal is committed whatever the queue does; a failed enqueue is logged
-        transaction.on_commit(lambda: backtest_enqueue(proposal=proposal, requested_by=author), robust=True)
+        if start_backtest:
+            transaction.on_commit(lambda: backtest_enqueue(proposal=proposal, requested_by=author), robust=True)
     return proposal
 
 
@@ -355,9 +358,6 @@ def proposal_rebase(*, proposal: Proposal, author, resolutions: dict[str, str] |
             },
         )
     return rebased
-
-
-# --- promotion -----------------------------------------------------------------------------------
 
 
 # --- proposals that arrive with a corpus ---------------------------------------------------------

@@ -23,12 +23,13 @@ from backtest.models import Backtest, BacktestStatus
 from backtest.review import card as review_card
 from backtest.review import selectors as review_selectors
 from backtest.review import services as review_services
+from backtest.review import standards as review_standards
 from rules import frame_diff
 from selection.evaluation.task_sets import task_set_label, task_set_versions
 
 from .. import inbox
 from .. import selectors as governance_selectors
-from . import promotion, selectors, services, timeline
+from . import promotion, revert, selectors, services, timeline
 from .errors import PromotionRefused, ProposalInvalid, RebaseConflict
 
 
@@ -51,6 +52,7 @@ def proposal_detail(
     open_here = selectors.open_proposals(project=project)
     versions = task_set_versions(project=project)
     labels = [task_set_label(b.task_set_digest, versions, b.task_set_version) for b in backtests]
+    asked = revert.revert_request_of(proposal)
     return render(
         request,
         "governance/proposal_detail.html",
@@ -105,6 +107,16 @@ def proposal_detail(
             "acknowledged": set(acknowledged),
             "ablation": backtest_selectors.backtest_ablation(backtest=latest, decision=latest_decision),
             "shadow": backtest_selectors.backtest_shadow(backtest=latest) if latest_decision else None,
+            "standard": review_standards.standard_sentence(latest) if latest else "",
+            # the emergency revert: asked for (by whom, why), and whether this user may confirm it
+            "revert": asked,
+            "revertable": revert.revertable(proposal),
+            "can_confirm_revert": bool(
+                asked
+                and not asked.confirmed
+                and asked.requested_by_id != request.user.pk
+                and (caps.can_promote or caps.can_review)
+            ),
         },
         status=status,
     )
@@ -115,14 +127,14 @@ def proposal_detail(
 def proposal_review(request, pk: int):
     proposal = selectors.proposal_by_id(proposal_id=pk)
     form = ReviewForm(request.POST)
+    acknowledged = tuple(request.POST.getlist("acknowledged"))  # kept ticked through any refusal
     if not form.is_valid():
-        return proposal_detail(request, pk, review_form=form, status=400)
+        return proposal_detail(request, pk, review_form=form, status=400, acknowledged=acknowledged)
     backtest = get_object_or_404(
         Backtest.objects.select_related("proposal__project"),
         pk=form.cleaned_data["backtest"],
         proposal=proposal,
     )
-    acknowledged = tuple(request.POST.getlist("acknowledged"))
     try:
         # the service checks the role, then that each task that got worse is acknowledged
         review_services.backtest_review(
@@ -142,7 +154,7 @@ def proposal_review(request, pk: int):
         return proposal_detail(request, pk, review_form=form, status=400, acknowledged=acknowledged)
     except ReviewRefused as error:
         form.add_error(None, str(error))
-        return proposal_detail(request, pk, review_form=form, status=400)
+        return proposal_detail(request, pk, review_form=form, status=400, acknowledged=acknowledged)
     messages.success(request, f"Backtest #{backtest.pk}: {form.cleaned_data['verdict']} recorded.")
     return redirect("proposal-detail", pk=pk)
 

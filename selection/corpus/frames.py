@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from selection.corpus.gate_standards import GATE_STANDARD_KEYS, check_gate_standards
 from selection.corpus.places import Place, Report, describe
 from selection.corpus.routing import ROUTING_FRAME_KEYS, check_routing_policy
 from selection.engine.builders import BUILDERS
@@ -304,9 +305,10 @@ def _thresholds(value: Any, place: Place, report: Report) -> tuple[BuilderThresh
 
 
 def _gates(value: Any, place: Place, report: Report) -> Gates | None:
-    known, _extras = report.mapping(value, place, optional=GATES_KEYS)
+    known, _extras = report.mapping(value, place, optional=GATES_KEYS + GATE_STANDARD_KEYS)
     if known is None:
         return None
+    standards_ok = check_gate_standards(known, place, report)  # governance reads them, not the engine
     fields: dict[str, Any] = {}
     if "primary" in known:
         fields["primary"] = report.choice(known["primary"], place.at("primary"), METRICS)
@@ -320,7 +322,7 @@ def _gates(value: Any, place: Place, report: Report) -> Gates | None:
         entries = report.items(known["limits"], place.at("limits"))
         limits = [_limit(item, at, report) for at, item in entries or ()]
         fields["limits"] = tuple(limits) if entries is not None and None not in limits else None
-    if any(item is None for item in fields.values()):
+    if not standards_ok or any(item is None for item in fields.values()):
         return None
     return Gates(**fields)
 

@@ -74,11 +74,10 @@ def test_propose_backtest_approve_promote_audit(celery_worker_process, sift_user
     # a reviewer approves it from the backtest page
     browser_login("reviewer", "pw-reviewer")
     browser.get(backtest_url)
-    css(browser, "#review-form input[value=approve]").click()
     for box in browser.find_elements("css selector", "#review-form input[name=acknowledged]"):
         box.click()  # each task that got worse, acknowledged
     css(browser, "#review-form textarea").send_keys("Recall up, precision within its allowance.")
-    css(browser, "#review-form button[type=submit]").click()
+    css(browser, "#detail-approve").click()
     wait_for(browser, lambda d: "approve recorded" in d.page_source, message="the verdict")
     browser_login.logout()
 

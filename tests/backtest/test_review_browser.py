@@ -21,8 +21,7 @@ def test_a_reviewer_must_acknowledge_each_regressed_task_to_approve(sift_users, 
     browser.get(live_server.url + reverse("proposal-detail", args=[backtest.proposal_id]))
     boxes = browser.find_elements("css selector", "#regressions input[name=acknowledged]")
     assert boxes, "the card lists the tasks that got worse"
-    css(browser, "#proposal-review-form input[value=approve]").click()
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-approve").click()
 
     # refused: the summary names the unacknowledged tasks, nothing is recorded
     summary = css(browser, "#error-summary")
@@ -32,7 +31,6 @@ def test_a_reviewer_must_acknowledge_each_regressed_task_to_approve(sift_users, 
     for box in browser.find_elements("css selector", "#regressions input[name=acknowledged]"):
         if not box.is_selected():
             box.click()
-    css(browser, "#proposal-review-form input[value=approve]").click()
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-approve").click()
     wait_for(browser, lambda d: "approve recorded" in d.find_element("css selector", "main").text, message="approval")
     assert Approval.objects.get(backtest=backtest).verdict == "approve"

@@ -89,12 +89,10 @@ def _walk(url, other, before, browser, browser_login):
     task_row.find_element("css selector", "button[type=submit]").click()
     wait_for(browser, lambda d: "Comment posted." in d.page_source, message="the row comment")
     browser.get(url + reverse("proposal-detail", args=[first.pk]))
-    css(browser, "#proposal-review-form input[value=reject]").click()
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-reject").click()
     wait_for(browser, lambda d: "a rejection needs a comment saying why" in d.page_source, message="the refusal")
-    css(browser, "#proposal-review-form input[value=reject]").click()
     css(browser, "#proposal-review-form textarea[name=comment]").send_keys("Keep the stop rule; drop the design part.")
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-reject").click()
     wait_for(browser, lambda d: "reject recorded" in d.page_source, message="the rejection")
     browser_login.logout()
 
@@ -134,9 +132,8 @@ def _walk(url, other, before, browser, browser_login):
     browser.get(url + reverse("proposal-detail", args=[split.pk]))
     for box in browser.find_elements("css selector", "#regressions input[name=acknowledged]"):
         box.click()
-    css(browser, "#proposal-review-form input[value=approve]").click()
     css(browser, "#proposal-review-form textarea[name=comment]").send_keys("The stop rule alone is fine.")
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-approve").click()
     wait_for(browser, lambda d: "approve recorded" in d.page_source, message="the approval")
     browser_login.logout()
 
@@ -174,6 +171,12 @@ def _walk(url, other, before, browser, browser_login):
     assert rollback.frame_version.snapshot == before.snapshot and rollback.base_version_id == promoted.pk
     assert f"Restores v{before.number}" in css(browser, "#lineage").text
     assert '"floor": 0.6' in css(browser, "#patch").text
-    # it changes the stop rule back, which the rebased proposal also sets: the page says so
-    assert "admission" in css(browser, f'#open-conflicts li[data-proposal="{rebased.pk}"]').text
+    # it changes the stop rule back, which the rebased proposal also sets: the page says so while
+    # that one can still land; one whose backtest failed is dead and no conflict
+    rebased.refresh_from_db()
+    listed = browser.find_elements("css selector", f'#open-conflicts li[data-proposal="{rebased.pk}"]')
+    if rebased.state in (ProposalState.FAILED, ProposalState.REJECTED):
+        assert not listed, f"proposal #{rebased.pk} is {rebased.state}: a dead proposal is no conflict"
+    else:
+        assert listed and "admission" in listed[0].text
     assert "finished" in _backtest_ends_in_place(browser)

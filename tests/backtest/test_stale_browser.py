@@ -93,8 +93,7 @@ def test_a_stale_proposal_is_resubmitted_over_current_and_promoted(
     assert browser.find_elements("css selector", "#timeline a[href*='/traces/diff/']")
     for box in browser.find_elements("css selector", "#regressions input[name=acknowledged]"):
         box.click()
-    css(browser, "#proposal-review-form input[value=approve]").click()
-    css(browser, "#proposal-review-form button[type=submit]").click()
+    css(browser, "#review-approve").click()
     wait_for(browser, lambda d: "approve recorded" in d.page_source, message="the approval")
     browser_login.logout()
 

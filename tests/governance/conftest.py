@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+# the context-lab corpus, its users and a real worker, for the rollback and revert tests
+from tests.backtest.conftest import celery_worker_process, context_lab, sift, sift_users  # noqa: F401
+from tests.backtest.test_standards import promoted_v2  # noqa: F401
+
 FRAME = {
     "purpose": "Test frame",
     "scope": ["alpha"],

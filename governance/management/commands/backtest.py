@@ -3,6 +3,11 @@
 With --shadow N it also replays the project's last N live selections (traces of the `select`
 command, the API, the MCP server) under both versions and says which bundles would change.
 
+With --latest it starts nothing: it waits for the proposal's latest backtest (the one its
+submission started, as `propose --from-file` does in CI). --format markdown prints the
+pull-request comment (backtest.review.markdown; --site makes its links absolute) and --format
+json the decision document; --exit-code exits 1 when a gate failed (docs/ci.md).
+
 NAME is a corpus, ID a proposal's uid from proposals.yaml or its number. The backtest is started
 by the system (as an imported proposal has no author to act for) through backtest_enqueue, the
 same service a proposal submitted in the dashboard calls; a worker must be consuming the queue.
@@ -22,6 +27,8 @@ from tqdm import tqdm
 from authority.errors import GovernanceError
 from backtest import selectors, services
 from backtest.models import Backtest, BacktestStatus
+from backtest.review import markdown
+from backtest.review import selectors as review_selectors
 from governance.models import Proposal
 from rules import gate_verdict as gates
 from selection.models import Corpus
@@ -99,6 +106,20 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_path", help="write the decision document to this file")
         parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the backtest")
         parser.add_argument(
+            "--latest",
+            action="store_true",
+            help="start nothing: wait for the proposal's latest backtest (the one its submission started)",
+        )
+        parser.add_argument(
+            "--format",
+            dest="output",
+            choices=("text", "markdown", "json"),
+            default="text",
+            help="text (the table), markdown (a pull-request comment) or json (the decision document)",
+        )
+        parser.add_argument("--site", default="", help="the site's address, for absolute links in the markdown")
+        parser.add_argument("--exit-code", action="store_true", help="exit with status 1 when a gate failed")
+        parser.add_argument(
             "--shadow",
             type=int,
             default=None,
@@ -107,36 +128,64 @@ class Command(BaseCommand):
             "(default FG_BACKTEST_SHADOW; 0: none)",
         )
 
-    def handle(self, *args, name, proposal, json_path, timeout, shadow=None, **options):
+    def handle(
+        self,
+        *args,
+        name,
+        proposal,
+        json_path,
+        timeout,
+        shadow=None,
+        latest=False,
+        output="text",
+        site="",
+        exit_code=False,
+        **options,
+    ):
         try:
             corpus = Corpus.objects.get(name=name)
         except Corpus.DoesNotExist:
             raise CommandError(f'no corpus "{name}": import it with `manage.py import_corpus PATH`') from None
         target = find_proposal(corpus, proposal)
-        queue = settings.CELERY_TASK_DEFAULT_QUEUE
-        consumers = [w for w, queues in worker_queues().items() if queue in queues]
-        if not consumers:
-            raise CommandError(
-                f'no Celery worker consumes the queue "{queue}": start one with `make worker` '
-                "(with the same FG_CELERY_QUEUE) and run this again"
-            )
-        try:
-            backtest = services.backtest_enqueue(proposal=target, requested_by=None, shadow=shadow)
-        except GovernanceError as error:
-            raise CommandError(str(error)) from error
+        backtest = review_selectors.latest_backtest(proposal=target) if latest else None
+        if latest and backtest is None:
+            raise CommandError(f"proposal {target.pk} has no backtest to wait for: run this without --latest")
+        consumers = []
+        if backtest is None or backtest.status not in (BacktestStatus.FINISHED, BacktestStatus.ERROR):
+            queue = settings.CELERY_TASK_DEFAULT_QUEUE  # a backtest that has ended needs no worker
+            consumers = [w for w, queues in worker_queues().items() if queue in queues]
+            if not consumers:
+                raise CommandError(
+                    f'no Celery worker consumes the queue "{queue}": start one with `make worker` '
+                    "(with the same FG_CELERY_QUEUE) and run this again"
+                )
+        if backtest is None:
+            try:
+                backtest = services.backtest_enqueue(proposal=target, requested_by=None, shadow=shadow)
+            except GovernanceError as error:
+                raise CommandError(str(error)) from error
         self.stderr.write(
             f"backtest #{backtest.pk}: {target.project.slug} v{backtest.candidate_version.number} "
             f"({target.uid or target.title}) against v{backtest.baseline_version.number}, "
-            f"{len(backtest.task_ids)} tasks, on {', '.join(consumers)}"
+            f"{len(backtest.task_ids)} tasks, on {', '.join(consumers) or 'no worker (it has ended)'}"
         )
         backtest = self._wait(backtest, timeout)
         if backtest.status == BacktestStatus.ERROR:
             raise CommandError(f"backtest #{backtest.pk} failed: {backtest.error}")
         document = backtest_document(backtest)
-        self._print(document)
+        if output == "markdown":
+            self.stdout.write(markdown.backtest_markdown(backtest, site=site.rstrip("/")), ending="")
+        elif output == "json":
+            self.stdout.write(json.dumps(document, indent=2, ensure_ascii=False))
+        else:
+            self._print(document)
         if json_path:
             Path(json_path).write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             self.stderr.write(f"wrote {json_path}")
+        if exit_code and document["decision"] != "passed":
+            failed = [g["gate"] + " " + g["metric"] for g in document["gates"] if not g["passed"]]
+            self.stderr.write(f"backtest #{backtest.pk} failed its gates: {', '.join(failed)}")
+            raise SystemExit(1)
 
     def _wait(self, backtest: Backtest, timeout: float) -> Backtest:
         deadline = time.monotonic() + timeout
