@@ -37,7 +37,7 @@ destroy-services: ## stop the embedded servers and delete their data (.state/)
 migrate: $(STAMP) ## apply database migrations
 	$(PY) manage.py migrate --no-input
 
-import-fixtures: migrate ## import every corpus under fixtures/ that is not loaded yet
+import-fixtures: migrate ## import every corpus under fixtures/ (dev) and fixtures/test/ (test) not loaded yet
 	$(PY) manage.py import_fixtures
 
 demo: $(STAMP) ## set up everything, load fixtures, create demo accounts, run a worker and beat and serve http://127.0.0.1:8000

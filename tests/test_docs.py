@@ -71,7 +71,9 @@ THIS_FILE = Path(__file__).resolve()
 def _scanned_files():
     yield from sorted((ROOT / "docs").rglob("*"))
     yield ROOT / "README.md"
+    yield ROOT / "fixtures" / "README.md"
     yield from sorted((ROOT / "fixtures").glob("*/README.md"))
+    yield from sorted((ROOT / "fixtures").glob("test/*/README.md"))
     for top in APPS_AND_TOOLS:
         if (ROOT / top).is_dir():
             yield from sorted((ROOT / top).rglob("*.py"))

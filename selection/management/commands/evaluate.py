@@ -1,15 +1,20 @@
-"""`python manage.py evaluate NAME`: run the condition ladder on a corpus, store it, print it."""
+"""`python manage.py evaluate NAME`: run the condition ladder on a corpus, store it, print it.
+`evaluate --all`: the same for every loaded corpus with tasks, then C6 and the oracle side by side
+with each corpus's split (dev, test, outside: selection/corpus/splits.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from selection.corpus.splits import DEV, OUTSIDE, TEST, corpus_split, shipped_corpora
 from selection.engine.attribution import LOSS_STAGES
 from selection.evaluation.aggregation import ECODES
 from selection.evaluation.ladder import EvaluationError, evaluation_run
+from selection.models import Corpus
 
 SHORT = {
     "must_include_recall": "recall",
@@ -19,6 +24,7 @@ SHORT = {
     "redundancy": "redundancy",
     "tokens": "tokens",
 }
+SPLIT_ORDER = (DEV, TEST, OUTSIDE)
 
 
 def fmt(metric: str, value: float) -> str:
@@ -33,18 +39,27 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("name", help="corpus name")
+        parser.add_argument("name", nargs="?", help="corpus name (or --all)")
+        parser.add_argument(
+            "--all",
+            action="store_true",
+            help="evaluate every loaded corpus with tasks and print C6 and the oracle per corpus, with its split",
+        )
         parser.add_argument("--conditions", default="", help="comma-separated, e.g. C0,C4,C6,CO")
         parser.add_argument("--json", dest="json_path", help="write the result document here (- for stdout)")
         parser.add_argument("--quiet", action="store_true", help="print only the ladder means")
         parser.add_argument(
             "--builders",
             default="",
-            help="comma-separated frame builders for the frame-builder table, e.g. "
-            "declared,cue,similarity[,model]",
+            help="comma-separated frame builders for the frame-builder table, e.g. declared,cue,similarity[,model]",
         )
 
     def handle(self, *args, **o):
+        if o["all"]:
+            self.evaluate_all(o)
+            return
+        if not o["name"]:
+            raise CommandError("give a corpus name, or --all for every loaded corpus")
         try:
             evaluation = evaluation_run(
                 corpus=o["name"],
@@ -60,6 +75,44 @@ class Command(BaseCommand):
         if o["json_path"]:
             Path(o["json_path"]).write_text(json.dumps(doc, indent=2) + "\n")
         self.print_report(evaluation, doc, brief=o["quiet"])
+
+    def evaluate_all(self, o) -> None:
+        if o["name"] or o["json_path"] or o["builders"]:
+            raise CommandError("--all takes no corpus name, --json or --builders; it prints the split table")
+        try:
+            shipped = shipped_corpora(Path(settings.BASE_DIR) / "fixtures")
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+        corpora = [corpus for corpus in Corpus.objects.order_by("name") if corpus.tasks.exists()]
+        if not corpora:
+            raise CommandError("no loaded corpus has tasks: run import_fixtures (or import_corpus DIR) first")
+        rows = []
+        for corpus in corpora:
+            split = corpus_split(corpus.name, corpus.extras, shipped)
+            try:
+                evaluation = evaluation_run(corpus=corpus, conditions=o["conditions"] or None)
+            except EvaluationError as error:
+                raise CommandError(f"{corpus.name}: {error}") from error
+            self.stdout.write(f"Evaluation {evaluation.pk} of {corpus.name} ({split} split)")
+            rows.append((SPLIT_ORDER.index(split), corpus.name, split, evaluation.result))
+        self.print_splits(sorted(rows))
+
+    def print_splits(self, rows) -> None:
+        out = self.stdout.write
+        out("\nC6 and the oracle per corpus (means over tasks); engine defaults are chosen on dev only")
+        heads = ["split", "tasks", "C6 recall", "C6 prec.", "C6 tokens", "CO tokens"]
+        out(self._row("corpus", heads, first=16))
+        for _, name, split, doc in rows:
+            c6, co = doc["conditions"].get("C6"), doc["conditions"].get("CO")
+            values = [
+                split,
+                str(len(doc["task_info"])),
+                fmt("must_include_recall", c6["mean"]["must_include_recall"]) if c6 else "-",
+                fmt("precision", c6["mean"]["precision"]) if c6 else "-",
+                fmt("tokens", c6["mean"]["tokens"]) if c6 else "-",
+                fmt("tokens", co["mean"]["tokens"]) if co else "-",
+            ]
+            out(self._row(name, values, first=16))
 
     def print_report(self, evaluation, doc, *, brief: bool) -> None:
         out = self.stdout.write

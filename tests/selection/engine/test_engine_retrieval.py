@@ -75,7 +75,8 @@ def _jsonl_texts(path: Path) -> list[str]:
     return [json.loads(line)["text"] for line in path.read_text().splitlines() if line.strip()]
 
 
-CORPORA = sorted(REPO.glob("fixtures/*/units.jsonl")) + (
+SHIPPED_UNITS = sorted(REPO.glob("fixtures/*/units.jsonl")) + sorted(REPO.glob("fixtures/test/*/units.jsonl"))
+CORPORA = SHIPPED_UNITS + (
     [BOOK / "units.jsonl"] if BOOK.exists() else []
 )
 

@@ -394,8 +394,10 @@ def test_a_name_without_activation_admits_every_trigger_as_before():
 
 
 def _corpora(tmp_path):
-    """(name, CorpusData): every fixtures/ corpus, and the markdown memory fixture as imported."""
-    out = [(d.name, read_corpus(d)) for d in sorted(p.parent for p in (REPO / "fixtures").glob("*/corpus.yaml"))]
+    """(name, CorpusData): every fixtures/ and fixtures/test/ corpus, and the markdown memory fixture
+    as imported."""
+    shipped = [p.parent for glob in ("*/corpus.yaml", "test/*/corpus.yaml") for p in (REPO / "fixtures").glob(glob)]
+    out = [(d.name, read_corpus(d)) for d in sorted(shipped)]
     memory = REPO / "tests" / "selection" / "fixtures" / "nightnotes-memory"
     frame, units = read_memory_directory(memory, project="nightnotes")
     target = tmp_path / "nightnotes"
