@@ -43,6 +43,9 @@ class Backtest(models.Model):
     # recorded live selections replayed under both versions (shadow replay): {"requested": N,
     # "traces": [trace id, ...] newest first, "note": what could not be replayed}
     shadow = models.JSONField(default=dict, blank=True)
+    # False: each task is replayed against memory as of the sequence it was made at (a labelled
+    # task's; a task without one, as of now); True: every task against memory as of now
+    memory_now = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
