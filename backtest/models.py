@@ -212,6 +212,10 @@ class FrameHealth(models.Model):
     tasks = models.PositiveIntegerField(help_text="how many tasks were replayed")
     corpus = models.ForeignKey("selection.Corpus", on_delete=models.PROTECT, related_name="+")
     corpus_revision = models.PositiveIntegerField()
+    # the corpus's memory sequence the reading ran at (readings run as of now), and how many
+    # memory changes were made since the project's previous reading (null: the first)
+    memory_sequence = models.PositiveBigIntegerField(null=True, blank=True)
+    memory_growth = models.PositiveBigIntegerField(null=True, blank=True)
     engine_version = models.CharField(max_length=100)
     condition = models.CharField(max_length=8, default="C6")
     trigger = models.CharField(max_length=10, choices=HealthTrigger.choices)

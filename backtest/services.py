@@ -76,11 +76,15 @@ def ablation_plan(proposal) -> dict:
 
 
 
-def backtest_enqueue(*, proposal, requested_by=None, shadow: int | None = None) -> Backtest:
+def backtest_enqueue(
+    *, proposal, requested_by=None, shadow: int | None = None, memory_now: bool = False
+) -> Backtest:
     """Start a backtest of `proposal` against the current promoted version; the chord runs on commit.
 
     `requested_by` None is the system (the CLI, a re-run); a user needs the lead role. `shadow`:
     how many of the project's last live selections it also replays (None: FG_BACKTEST_SHADOW).
+    `memory_now`: replay every task against memory as of now, instead of memory as of the
+    sequence each task was made at (the default: the frame's change alone, memory held still).
     """
     project = proposal.project
     if requested_by is not None:
@@ -119,6 +123,7 @@ def backtest_enqueue(*, proposal, requested_by=None, shadow: int | None = None) 
             status=BacktestStatus.QUEUED,
             ablation=ablation,
             shadow=shadows,
+            memory_now=bool(memory_now),
         )
         audit_record(
             actor=requested_by,
@@ -137,6 +142,7 @@ def backtest_enqueue(*, proposal, requested_by=None, shadow: int | None = None) 
                 "tasks": len(tasks),
                 "task_set_digest": backtest.task_set_digest,
                 "task_set_version": task_set.number,
+                "memory": "now" if memory_now else "as of each task",
                 "engine_version": ENGINE_VERSION,
                 "gates": backtest.gates,
                 "ablation": ablation,
@@ -200,4 +206,4 @@ def backtest_rerun(*, backtest: Backtest, lead) -> Backtest:
     latest = Backtest.objects.filter(proposal_id=backtest.proposal_id).order_by("-created_at", "-id").first()
     if latest is not None and latest.pk != backtest.pk:
         raise BacktestRefused(f"backtest #{latest.pk} is newer: re-run the latest only")
-    return backtest_enqueue(proposal=backtest.proposal, requested_by=lead)
+    return backtest_enqueue(proposal=backtest.proposal, requested_by=lead, memory_now=backtest.memory_now)

@@ -106,8 +106,13 @@ class Command(BaseCommand):
             help="also replay the project's last N live selections under both versions "
             "(default FG_BACKTEST_SHADOW; 0: none)",
         )
+        parser.add_argument(
+            "--memory-now",
+            action="store_true",
+            help="replay every task against memory as of now (default: as of the sequence each task was made at)",
+        )
 
-    def handle(self, *args, name, proposal, json_path, timeout, shadow=None, **options):
+    def handle(self, *args, name, proposal, json_path, timeout, shadow=None, memory_now=False, **options):
         try:
             corpus = Corpus.objects.get(name=name)
         except Corpus.DoesNotExist:
@@ -121,7 +126,9 @@ class Command(BaseCommand):
                 "(with the same FG_CELERY_QUEUE) and run this again"
             )
         try:
-            backtest = services.backtest_enqueue(proposal=target, requested_by=None, shadow=shadow)
+            backtest = services.backtest_enqueue(
+                proposal=target, requested_by=None, shadow=shadow, memory_now=memory_now
+            )
         except GovernanceError as error:
             raise CommandError(str(error)) from error
         self.stderr.write(
