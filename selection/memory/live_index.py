@@ -34,7 +34,7 @@ import copy
 import hashlib
 import logging
 import threading
-from collections import OrderedDict
+from collections import ChainMap, OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,6 +66,12 @@ class _Live:
     base: CorpusIndex
     base_sequence: int
     current: CorpusIndex
+    # the delta: every unit changed after the base, as of `delta_sequence` (None: not active then),
+    # with its vector, created_sequence and row stamp; tailed a change at a time
+    delta_sequence: int = 0
+    delta: dict = field(default_factory=dict)  # uid -> (Unit | None, vector | None)
+    delta_created: dict = field(default_factory=dict)
+    delta_stamps: dict = field(default_factory=dict)
     past: OrderedDict = field(default_factory=OrderedDict)  # sequence -> index
     lock: threading.Lock = field(default_factory=threading.Lock)
     merging: threading.Thread | None = None
@@ -79,7 +85,7 @@ def merge_at() -> int:
     return int(getattr(settings, "FG_LIVE_MERGE_AT", MERGE_AT))
 
 
-def _stamped(index: CorpusIndex, *, sequence: int, key: str, revision: int, stamps=None) -> CorpusIndex:
+def _stamped(index: CorpusIndex, *, sequence: int, key: str, revision: int, stamps: dict | None = None) -> CorpusIndex:
     index.memory_sequence = sequence
     index.fingerprint = f"{key}:r{revision}:s{sequence}"
     if stamps is not None:
@@ -159,43 +165,86 @@ def _load(corpus_id: int, sequence: int, revision: int) -> _Live:
         base.created_sequences = read.created
         index_cache.store_base(corpus_id, key, revision, covered, base)
     _attach(base, corpus_id, hnsw)
-    return _Live(corpus_id, revision, key, hnsw, base, covered, base)
+    return _Live(corpus_id, revision, key, hnsw, base, covered, base, delta_sequence=covered)
 
 
-def _assembled(live: _Live, as_of: int | None) -> tuple[CorpusIndex, int]:
-    """The index as of `as_of` (None: now, at the sequence of the snapshot the delta is read in)
-    from the live base; and how many units the delta holds."""
-    corpus_id, base = live.corpus_id, live.base
-    changed = memory_as_of.units_changed(corpus_id, since=live.base_sequence, as_of=as_of, with_vectors=not live.hnsw)
-    created = {**getattr(base, "created_sequences", {}), **changed.created}
-    if not changed.ids:
-        index = copy.copy(base)  # the same index, stamped with its own sequence
-    elif live.hnsw or (base.dense is not None and (changed.vectors is not None or not changed.units)):
-        index = assemble(
-            base,
-            drop=changed.ids,
-            add=changed.units,
-            vectors=changed.vectors,
-            dense=not live.hnsw,
-            centroids=quantizer(corpus_id, created),
-        )
-    else:  # a unit without a vector joins or leaves: no dense search, as a rebuild decides
-        index, _ = _build(corpus_id, as_of, hnsw=live.hnsw)
-    sequence = changed.sequence if as_of is None else min(as_of, changed.sequence)
-    stamps = {**_stamps_of(base), **changed.stamps} if as_of is None else None
-    _stamped(index, sequence=sequence, key=live.key, revision=live.revision, stamps=stamps)
-    if as_of is None:
-        index.created_sequences = {uid: created[uid] for uid in index.position if uid in created}
-    return _attach(index, corpus_id, live.hnsw), len(changed.ids)
+def _tail(live: _Live) -> int:
+    """Read the units changed since the delta was last read into it; returns the sequence of the
+    snapshot they were read in."""
+    changed = memory_as_of.units_changed(
+        live.corpus_id, since=live.delta_sequence, as_of=None, with_vectors=not live.hnsw
+    )
+    vectors = changed.vectors
+    at = {u.id: i for i, u in enumerate(changed.units)}
+    for uid in changed.ids:
+        i = at.get(uid)
+        unit = changed.units[i] if i is not None else None
+        vector = vectors[i] if (unit is not None and vectors is not None) else None
+        live.delta[uid] = (unit, vector, unit is not None and vectors is None and not live.hnsw)
+    live.delta_created.update(changed.created)
+    live.delta_stamps.update(changed.stamps)
+    live.delta_sequence = changed.sequence
+    return changed.sequence
+
+
+def _from_base(live: _Live, ids, units, vectors, *, as_of: int | None) -> CorpusIndex:
+    """The base with `ids` dropped and `units` (with `vectors`) added: assembled, or rebuilt from
+    rows where a unit without a vector joins or leaves (no dense search then, as a rebuild decides)."""
+    base = live.base
+    if not ids:
+        return copy.copy(base)  # the same index, stamped with its own sequence
+    if live.hnsw or (base.dense is not None and (vectors is not None or not units)):
+        created = ChainMap(live.delta_created, getattr(base, "created_sequences", {}))
+        return assemble(
+            base, drop=ids, add=units, vectors=vectors, dense=not live.hnsw,
+            centroids=quantizer(live.corpus_id, created),
+        )  # fmt: skip
+    return _build(live.corpus_id, as_of, hnsw=live.hnsw)[0]
+
+
+def _now(live: _Live) -> tuple[CorpusIndex, int]:
+    """The index now from the base and the tailed delta; and how many units the delta holds."""
+    sequence = _tail(live)
+    entries = list(live.delta.items())
+    units = [unit for _, (unit, _, _) in entries if unit is not None]
+    vectors = None
+    if not live.hnsw and units and not any(missing for _, (_, _, missing) in entries):
+        vectors = np.vstack([vector for _, (unit, vector, _) in entries if unit is not None])
+    index = _from_base(live, [uid for uid, _ in entries], units, vectors, as_of=None)
+    _stamped(index, sequence=sequence, key=live.key, revision=live.revision)
+    return _attach(index, live.corpus_id, live.hnsw), len(entries)
+
+
+def _as_of(live: _Live, as_of: int) -> CorpusIndex:
+    """The index as of an earlier sequence: the base with the units changed after min(B, as_of)
+    replaced by their state then (read afresh, not tailed)."""
+    changed = memory_as_of.units_changed(
+        live.corpus_id, since=live.base_sequence, as_of=as_of, with_vectors=not live.hnsw
+    )
+    index = _from_base(live, changed.ids, changed.units, changed.vectors, as_of=as_of)
+    _stamped(index, sequence=min(as_of, changed.sequence), key=live.key, revision=live.revision)
+    return _attach(index, live.corpus_id, live.hnsw)
+
+
+def _merged_stamps(live: _Live, index: CorpusIndex) -> None:
+    """Row stamps and created sequences of a merged base: the base's, with the delta's over them."""
+    stamps = {**_stamps_of(live.base), **live.delta_stamps}
+    ids = np.fromiter(sorted(stamps), dtype=np.int64, count=len(stamps))
+    index.row_stamps = (ids, np.asarray([stamps[i] for i in ids.tolist()], dtype=np.int64))
+    created = ChainMap(live.delta_created, getattr(live.base, "created_sequences", {}))
+    index.created_sequences = {uid: created[uid] for uid in index.position if uid in created}
 
 
 def _merge(live: _Live, index: CorpusIndex) -> None:
-    """Write `index` as the corpus's new base, then serve it as the base (a background thread)."""
+    """Write `index` as the corpus's new base, then serve it as the base (a background thread);
+    the delta is then read again from the new base's sequence."""
     try:
         index_cache.store_base(live.corpus_id, live.key, live.revision, index.memory_sequence, index)
         with live.lock:
             if index.memory_sequence > live.base_sequence:
                 live.base, live.base_sequence = index, index.memory_sequence
+                live.delta, live.delta_created, live.delta_stamps = {}, {}, {}
+                live.delta_sequence = index.memory_sequence
     except Exception:  # the old base and the delta keep serving the same index
         log.exception("merging the delta of corpus %s into a new base failed", live.corpus_id)
     finally:
@@ -234,9 +283,10 @@ def corpus_index(corpus: Corpus | int, *, as_of: int | None = None, wait: bool =
     try:
         if live.current.memory_sequence >= sequence:
             return live.current
-        index, delta = _assembled(live, None)
+        index, delta = _now(live)
         live.current = index
         if delta >= merge_at() and live.merging is None:
+            _merged_stamps(live, index)
             live.merging = threading.Thread(target=_merge, args=(live, index), daemon=True, name="index-merge")
             live.merging.start()
         return index
@@ -250,7 +300,7 @@ def _past(live: _Live, as_of: int) -> CorpusIndex:
         if index is not None:
             live.past.move_to_end(as_of)
             return index
-        index, _ = _assembled(live, as_of)
+        index = _as_of(live, as_of)
         live.past[as_of] = index
         while len(live.past) > AS_OF_KEPT:
             live.past.popitem(last=False)

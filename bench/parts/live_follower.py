@@ -1,0 +1,77 @@
+"""The second process of the live part (bench/parts/live.py): it serves C6 selections of the live
+corpus back to back, as a web or worker process does, and answers on stdout:
+
+- `wait <uid>`: selects until the index a selection ran over holds the unit, then prints the
+  wall-clock time that selection ended (time.time());
+- `stream <rate> <run>`: writes units at `rate` a second in a thread (precomputed vectors, no
+  model) until `stop`, which prints how many it wrote.
+
+It reads the corpus through selection.memory.store.corpus_index like every process: PostgreSQL is
+the only thing it shares with the writer.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from bench.held import django_ready
+
+django_ready()
+
+from django.db import close_old_connections  # noqa: E402
+
+from bench.parts.live import unit_write  # noqa: E402
+from selection.engine.types import WorkFrame  # noqa: E402
+from selection.memory import store  # noqa: E402
+from selection.models import MemoryUnit, Project  # noqa: E402
+from selection.serving.selections import SelectionInputs, frame_for, selection_run  # noqa: E402
+
+
+def main(corpus_id: int, project_id: int) -> None:
+    project = Project.objects.get(pk=project_id)
+    _, frame = frame_for(project)
+    sample = MemoryUnit.objects.filter(corpus_id=corpus_id).exclude(embedding=None).order_by("id").first()
+    vector = tuple(float(x) for x in sample.embedding)
+    inputs = SelectionInputs(
+        project_frame=frame, work_frame=WorkFrame(objective=sample.text[:80]), query=sample.text[:120],
+        budget_tokens=1500, condition="C6", query_vector=vector, objective_vector=vector,
+    )  # fmt: skip
+    stop = threading.Event()
+    written = [0]
+
+    def stream(rate: float, run: str) -> None:
+        n = 0
+        while not stop.is_set():
+            unit_write(project, f"live-{run}-stream{n}", f"stream {run} {n} {sample.text}", sample.embedding)
+            n += 1
+            written[0] = n
+            stop.wait(1.0 / rate)
+        close_old_connections()
+
+    writer = None
+    print("ready", flush=True)
+    for line in sys.stdin:
+        command, *args = line.split()
+        if command == "wait":
+            while True:
+                index = store.corpus_index(corpus_id)
+                selection_run(inputs, index)
+                if index.unit(args[0]) is not None:
+                    print(repr(time.time()), flush=True)
+                    break
+        elif command == "stream":
+            stop.clear()
+            writer = threading.Thread(target=stream, args=(float(args[0]), args[1]), daemon=True)
+            writer.start()
+            print("streaming", flush=True)
+        elif command == "stop":
+            stop.set()
+            if writer is not None:
+                writer.join()
+            print(written[0], flush=True)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))
