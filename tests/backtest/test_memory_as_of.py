@@ -1,6 +1,6 @@
 """Backtests replay memory as it was: tasks labelled before a thousand later writes (creates,
 supersessions and erasures of units written after the labelling) give the same bundles and traces
-as before those writes; the same backtest "as of now" differs, and its page and JSON say so."""
+as they did with memory held still; the same backtest "as of now" differs, and its page and JSON say so."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ skipping what a rebuild spends its time on:
 - the kept units are not tokenised again: their tokens are read from the base's `token_stream`
   (term ids of the base's vocabulary), the added units' tokens are numbered after them, and the
   vocabulary is renumbered in first-occurrence order over the merged stream in one vectorised pass
-  (EncodedDocs.from_stream), so postings, weights and idf are computed by the very code a rebuild
+  (encoded_from_stream), so postings, weights and idf are computed by the very code a rebuild
   runs, in the same order;
 - the kept units' vectors are the base searcher's normalised rows (a row's normalisation depends
   on that row alone), the added ones are normalised as a rebuild normalises them;
@@ -41,6 +41,24 @@ from .units import UnitTable
 def _ids(index: CorpusIndex) -> list[str]:
     units = index.units
     return units.ids if isinstance(units, UnitTable) else [u.id for u in units]
+
+
+def encoded_from_stream(stream: np.ndarray, lengths: np.ndarray, words: Sequence[str]) -> EncodedDocs:
+    """The EncodedDocs of documents already tokenised: `stream` holds every document's tokens end
+    to end as indices into `words` (any numbering), `lengths` each document's token count. The
+    vocabulary is renumbered in first-occurrence order over the stream, so the result equals
+    EncodedDocs over the same token lists (vocab, lengths, tokens, pairs)."""
+    docs = EncodedDocs(())
+    stream = np.asarray(stream, dtype=np.int64)
+    found, first = np.unique(stream, return_index=True)
+    order = found[np.argsort(first, kind="stable")]  # word indices in first-occurrence order
+    renumber = np.zeros(len(words), dtype=np.int32)
+    renumber[order] = np.arange(order.size, dtype=np.int32)
+    docs.vocab = {words[i]: n for n, i in enumerate(order.tolist())}
+    docs.lengths = np.asarray(lengths, dtype=np.int64)
+    docs.size = int(docs.lengths.size)
+    docs.tokens = renumber[stream] if stream.size else np.zeros(0, dtype=np.int32)
+    return docs
 
 
 def _gather(pool: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -114,7 +132,7 @@ def assemble(
     pool = np.concatenate([np.asarray(base.token_stream, dtype=np.int64), *added_streams])
     starts = np.concatenate([base_starts[kept], added_starts[: len(added)]])[order]
     lengths = np.concatenate([base_lengths[kept], added_lengths])[order]
-    encoded = EncodedDocs.from_stream(_gather(pool, starts, lengths), lengths, words)
+    encoded = encoded_from_stream(_gather(pool, starts, lengths), lengths, words)
 
     searcher = None
     if dense:

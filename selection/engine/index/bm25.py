@@ -79,24 +79,6 @@ class EncodedDocs:
         self.tokens = np.concatenate(chunks)  # every document's term ids, end to end
         self._pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    @classmethod
-    def from_stream(cls, stream: np.ndarray, lengths: np.ndarray, words: Sequence[str]) -> EncodedDocs:
-        """The EncodedDocs of documents already tokenised: `stream` holds every document's tokens
-        end to end as indices into `words` (any numbering), `lengths` each document's token
-        count. The vocabulary is renumbered in first-occurrence order over the stream, so the
-        result equals EncodedDocs over the same token lists (vocab, lengths, tokens, pairs)."""
-        docs = cls(())
-        stream = np.asarray(stream, dtype=np.int64)
-        found, first = np.unique(stream, return_index=True)
-        order = found[np.argsort(first, kind="stable")]  # word indices in first-occurrence order
-        renumber = np.zeros(len(words), dtype=np.int32)
-        renumber[order] = np.arange(order.size, dtype=np.int32)
-        docs.vocab = {words[i]: n for n, i in enumerate(order.tolist())}
-        docs.lengths = np.asarray(lengths, dtype=np.int64)
-        docs.size = int(docs.lengths.size)
-        docs.tokens = renumber[stream] if stream.size else np.zeros(0, dtype=np.int32)
-        return docs
-
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(document, term id, frequency) of each distinct term of each document, ordered by
         document then term id."""
