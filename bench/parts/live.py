@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from django.db import transaction
+from django.db import connection, transaction
 
 from bench.generator import SyntheticCorpus, generate
 from bench.held import django_ready  # noqa: F401 (sets Django up when the part runs alone)
@@ -121,7 +121,9 @@ def _timed_selections(corpus_id: int, bench: SyntheticCorpus, samples: int) -> l
 
 def _follower(corpus_id: int, project_id: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "bench.parts.live_follower", str(corpus_id), str(project_id)]
+    # the follower reads the database this process reads (a test run's own, too)
+    database = connection.settings_dict["NAME"]
+    command = [sys.executable, "-m", "bench.parts.live_follower", str(corpus_id), str(project_id), database]
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     if process.stdout.readline().strip() != "ready":
         raise RuntimeError("the follower process did not start")
@@ -134,8 +136,10 @@ def _ask(process: subprocess.Popen, line: str) -> str:
     return process.stdout.readline().strip()
 
 
-def time_live(bench: SyntheticCorpus, *, writes: int = 100, visible: int = 40, samples: int = 200,
+def time_live(bench: SyntheticCorpus, *, writes: int = 100, visible: int | None = None, samples: int = 200,
               stream_rate: float = 5.0) -> dict:  # fmt: skip
+    """The live figures (see the module); `visible`: writes timed to visible (None: 40, at most `writes`)."""
+    visible = min(40, writes) if visible is None else visible
     corpus = live_corpus(bench)
     project = Project.objects.filter(corpus=corpus).order_by("position").first()
     run = uuid.uuid4().hex[:8]

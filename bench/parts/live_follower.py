@@ -20,7 +20,7 @@ from bench.held import django_ready
 
 django_ready()
 
-from django.db import close_old_connections  # noqa: E402
+from django.db import close_old_connections, connections  # noqa: E402
 
 from bench.parts.live import unit_write  # noqa: E402
 from selection.engine.types import WorkFrame  # noqa: E402
@@ -29,7 +29,8 @@ from selection.models import MemoryUnit, Project  # noqa: E402
 from selection.serving.selections import SelectionInputs, frame_for, selection_run  # noqa: E402
 
 
-def main(corpus_id: int, project_id: int) -> None:
+def main(corpus_id: int, project_id: int, database: str) -> None:
+    connections["default"].settings_dict["NAME"] = database  # the writer's database, before any query
     project = Project.objects.get(pk=project_id)
     _, frame = frame_for(project)
     sample = MemoryUnit.objects.filter(corpus_id=corpus_id).exclude(embedding=None).order_by("id").first()
@@ -74,4 +75,4 @@ def main(corpus_id: int, project_id: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
