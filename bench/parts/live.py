@@ -33,14 +33,13 @@ import numpy as np
 from django.db import connection, transaction
 
 from bench.generator import SyntheticCorpus, generate
-from bench.held import django_ready  # noqa: F401 (sets Django up when the part runs alone)
+from bench.held import Ask, held, serve, task_asks
 from bench.stats import check, part_main, summary
-from selection.engine.types import WorkFrame, estimate_tokens
+from selection.engine.types import estimate_tokens
 from selection.memory import embeddings, index_cache, live_index, store
 from selection.memory.changes import memory_changes_append
 from selection.memory.generated import GeneratedCorpus, generated_corpus_write
 from selection.models import Corpus, MemoryChangeKind, MemoryUnit, Project
-from selection.serving.selections import SelectionInputs, selection_run
 
 ROOT = Path(__file__).resolve().parents[2]
 VISIBLE_P95_MAX_MS = 1000.0
@@ -81,15 +80,13 @@ def unit_write(project: Project, uid: str, text: str, vector) -> int:
         return memory_changes_append(project.corpus_id, [(unit.pk, MemoryChangeKind.CREATED)], via="bench")[0]
 
 
-def inputs_of(bench: SyntheticCorpus, task) -> SelectionInputs:
-    frame = bench.frames[task.project]
-    slug = _name(task.project)
-    return SelectionInputs(
-        project_frame=replace(frame, project=slug, scope=(slug,)),
-        work_frame=WorkFrame(objective=task.objective, work_type=task.work_type),
-        query=task.query, budget_tokens=task.budget_tokens, condition="C6", standpoint=task.standpoint,
-        query_vector=task.query_vector, objective_vector=task.objective_vector,
-    )  # fmt: skip
+def live_asks(bench: SyntheticCorpus) -> list[Ask]:
+    """The generator's C6 tasks, asked of the live copy's projects."""
+    return [replace(ask, project=_name(ask.project)) for ask in task_asks(bench.tasks, "C6")]
+
+
+def live_frames(bench: SyntheticCorpus) -> dict:
+    return {_name(s): replace(bench.frames[s], project=_name(s), scope=(_name(s),)) for s in bench.slugs}
 
 
 def _digests(result) -> tuple[str, str]:
@@ -101,20 +98,22 @@ def equivalence(corpus_id: int, bench: SyntheticCorpus, *, as_of: int | None = N
     """Every task's C6 selection over base + delta against one over a rebuild at the same sequence."""
     live = store.corpus_index(corpus_id, as_of=as_of)
     rebuilt = live_index.rebuilt_index(corpus_id, as_of=live.memory_sequence)
-    same = sum(
-        _digests(selection_run(inputs_of(bench, t), live)) == _digests(selection_run(inputs_of(bench, t), rebuilt))
-        for t in bench.tasks
-    )
-    return {"sequence": live.memory_sequence, "tasks": len(bench.tasks), "identical": same,
+    asks, frames = live_asks(bench), live_frames(bench)
+    over_live, over_rebuilt = held(frames, live, asks), held(frames, rebuilt, asks)
+    same = sum(_digests(serve(over_live, ask)) == _digests(serve(over_rebuilt, ask)) for ask in asks)
+    return {"sequence": live.memory_sequence, "tasks": len(asks), "identical": same,
             "index_digest_equal": live.digest == rebuilt.digest}  # fmt: skip
 
 
 def _timed_selections(corpus_id: int, bench: SyntheticCorpus, samples: int) -> list[float]:
+    """C6 selections through the serving function, each over the corpus's index as a serving process
+    asks for it (the sequence read, the delta applied when it moved)."""
+    asks, frames = live_asks(bench), live_frames(bench)
+    corpus = held(frames, store.corpus_index(corpus_id), asks)
     times = []
     for i in range(samples):
-        task = bench.tasks[i % len(bench.tasks)]
         begun = time.perf_counter()
-        selection_run(inputs_of(bench, task), store.corpus_index(corpus_id))
+        serve(replace(corpus, index=store.corpus_index(corpus_id)), asks[i % len(asks)])
         times.append((time.perf_counter() - begun) * 1000)
     return times
 

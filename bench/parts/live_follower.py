@@ -15,18 +15,15 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from dataclasses import replace
 
-from bench.held import django_ready
+from django.db import close_old_connections, connections
 
-django_ready()
-
-from django.db import close_old_connections, connections  # noqa: E402
-
-from bench.parts.live import unit_write  # noqa: E402
-from selection.engine.types import WorkFrame  # noqa: E402
-from selection.memory import store  # noqa: E402
-from selection.models import MemoryUnit, Project  # noqa: E402
-from selection.serving.selections import SelectionInputs, frame_for, selection_run  # noqa: E402
+from bench.held import Ask, held, serve
+from bench.parts.live import unit_write
+from selection.memory import store
+from selection.models import MemoryUnit, Project
+from selection.serving.selections import frame_for
 
 
 def main(corpus_id: int, project_id: int, database: str) -> None:
@@ -35,10 +32,11 @@ def main(corpus_id: int, project_id: int, database: str) -> None:
     _, frame = frame_for(project)
     sample = MemoryUnit.objects.filter(corpus_id=corpus_id).exclude(embedding=None).order_by("id").first()
     vector = tuple(float(x) for x in sample.embedding)
-    inputs = SelectionInputs(
-        project_frame=frame, work_frame=WorkFrame(objective=sample.text[:80]), query=sample.text[:120],
-        budget_tokens=1500, condition="C6", query_vector=vector, objective_vector=vector,
+    ask = Ask(
+        project=project.slug, query=sample.text[:120], objective=sample.text[:80], work_type=None,
+        budget_tokens=1500, condition="C6", standpoint=None, query_vector=vector, objective_vector=vector,
     )  # fmt: skip
+    corpus = held({project.slug: frame}, store.corpus_index(corpus_id), [ask])
     stop = threading.Event()
     written = [0]
 
@@ -58,7 +56,7 @@ def main(corpus_id: int, project_id: int, database: str) -> None:
         if command == "wait":
             while True:
                 index = store.corpus_index(corpus_id)
-                selection_run(inputs, index)
+                serve(replace(corpus, index=index), ask)
                 if index.unit(args[0]) is not None:
                     print(repr(time.time()), flush=True)
                     break
