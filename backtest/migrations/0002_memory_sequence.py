@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('backtest', '0001_backtests_replays_reviews_health'),
+        ("backtest", "0001_backtests_replays_reviews_health"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='backtest',
-            name='memory_now',
+            model_name="backtest",
+            name="memory_now",
             field=models.BooleanField(db_default=False, default=False),
         ),
         migrations.AddField(
-            model_name='framehealth',
-            name='memory_growth',
+            model_name="framehealth",
+            name="memory_growth",
             field=models.PositiveBigIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='framehealth',
-            name='memory_sequence',
+            model_name="framehealth",
+            name="memory_sequence",
             field=models.PositiveBigIntegerField(blank=True, null=True),
         ),
     ]
