@@ -115,6 +115,11 @@ class BacktestOut(Schema):
     task_set_version_number: int | None = Field(
         None, description="that version's number; null for a backtest made before versions were recorded"
     )
+    memory: str = Field(
+        "as of each task",
+        description='"as of each task": every task replayed against memory at the sequence it was made at; "now": '
+        "against memory as it stands",
+    )
     created_at: datetime
     finished_at: datetime | None
     progress: ProgressOut
@@ -186,6 +191,7 @@ def _backtest(backtest) -> dict:
             backtest.task_set_digest, task_set_versions(project=backtest.proposal.project), backtest.task_set_version
         ),
         "task_set_version_number": backtest.task_set_version.number if backtest.task_set_version else None,
+        "memory": "now" if backtest.memory_now else "as of each task",
         "created_at": backtest.created_at,
         "finished_at": backtest.finished_at,
         "progress": {
@@ -298,6 +304,10 @@ class HealthReadingOut(Schema):
     tasks: int
     corpus: str
     corpus_revision: int
+    memory_sequence: int | None = Field(None, description="the corpus's memory sequence the reading ran at (as of now)")
+    memory_growth: int | None = Field(
+        None, description="memory changes since the project's previous reading; null for the first"
+    )
     engine_version: str
     primary_metric: str
     means: dict[str, float]
@@ -324,6 +334,8 @@ def project_health(request, slug: Text):
             "tasks": row.tasks,
             "corpus": project.corpus.name,
             "corpus_revision": row.corpus_revision,
+            "memory_sequence": row.memory_sequence,
+            "memory_growth": row.memory_growth,
             "engine_version": row.engine_version,
             "primary_metric": row.primary_metric,
             "means": row.means,

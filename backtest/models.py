@@ -43,6 +43,9 @@ class Backtest(models.Model):
     # recorded live selections replayed under both versions (shadow replay): {"requested": N,
     # "traces": [trace id, ...] newest first, "note": what could not be replayed}
     shadow = models.JSONField(default=dict, blank=True)
+    # False: each task is replayed against memory as of the sequence it was made at (a labelled
+    # task's; a task without one, as of now); True: every task against memory as of now
+    memory_now = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -209,6 +212,10 @@ class FrameHealth(models.Model):
     tasks = models.PositiveIntegerField(help_text="how many tasks were replayed")
     corpus = models.ForeignKey("selection.Corpus", on_delete=models.PROTECT, related_name="+")
     corpus_revision = models.PositiveIntegerField()
+    # the corpus's memory sequence the reading ran at (readings run as of now), and how many
+    # memory changes were made since the project's previous reading (null: the first)
+    memory_sequence = models.PositiveBigIntegerField(null=True, blank=True)
+    memory_growth = models.PositiveBigIntegerField(null=True, blank=True)
     engine_version = models.CharField(max_length=100)
     condition = models.CharField(max_length=8, default="C6")
     trigger = models.CharField(max_length=10, choices=HealthTrigger.choices)

@@ -76,9 +76,13 @@ def ablation_plan(proposal) -> dict:
     return {"parts": parts, "variants": [list(v) for v in chosen.variants], "note": ""}
 
 
-
 def backtest_enqueue(
-    *, proposal, requested_by=None, shadow: int | None = None, after_promotion: bool = False
+    *,
+    proposal,
+    requested_by=None,
+    shadow: int | None = None,
+    after_promotion: bool = False,
+    memory_now: bool = False,
 ) -> Backtest:
     """Start a backtest of `proposal` against the current promoted version; the chord runs on commit.
 
@@ -86,6 +90,8 @@ def backtest_enqueue(
     how many of the project's last live selections it also replays (None: FG_BACKTEST_SHADOW).
     `after_promotion`: the backtest of an emergency revert, promoted already: it replays against
     the version the proposal replaced (its base), not the current one (itself).
+    `memory_now`: replay every task against memory as of now, instead of memory as of the
+    sequence each task was made at (the default: the frame's change alone, memory held still).
     """
     project = proposal.project
     if requested_by is not None:
@@ -93,9 +99,7 @@ def backtest_enqueue(
     with transaction.atomic():
         # the baseline cannot move while the backtest row is written
         Project.objects.select_for_update().get(pk=project.pk)
-        proposal = (
-            type(proposal).objects.select_related("frame_version", "project", "base_version").get(pk=proposal.pk)
-        )
+        proposal = type(proposal).objects.select_related("frame_version", "project", "base_version").get(pk=proposal.pk)
         if proposal.state == ProposalState.PROMOTED and not after_promotion:
             raise BacktestRefused(f"proposal #{proposal.pk} is already promoted")
         if proposal.state == ProposalState.CLOSED:
@@ -129,6 +133,7 @@ def backtest_enqueue(
             status=BacktestStatus.QUEUED,
             ablation=ablation,
             shadow=shadows,
+            memory_now=bool(memory_now),
         )
         audit_record(
             actor=requested_by,
@@ -147,6 +152,7 @@ def backtest_enqueue(
                 "tasks": len(tasks),
                 "task_set_digest": backtest.task_set_digest,
                 "task_set_version": task_set.number,
+                "memory": "now" if memory_now else "as of each task",
                 "engine_version": ENGINE_VERSION,
                 "gates": backtest.gates,
                 "ablation": ablation,
@@ -159,14 +165,12 @@ def backtest_enqueue(
     return backtest
 
 
-
 def _launch(backtest_id: int) -> None:
     try:
         launch_chord(backtest_id)
     except Exception as error:  # the broker is down or refused: say so on the backtest
         logger.exception("backtest #%s could not be queued", backtest_id)
         backtest_fail(backtest_id=backtest_id, error=f"could not queue the replays: {error}")
-
 
 
 def stale_after() -> timedelta:
@@ -210,4 +214,4 @@ def backtest_rerun(*, backtest: Backtest, lead) -> Backtest:
     latest = Backtest.objects.filter(proposal_id=backtest.proposal_id).order_by("-created_at", "-id").first()
     if latest is not None and latest.pk != backtest.pk:
         raise BacktestRefused(f"backtest #{latest.pk} is newer: re-run the latest only")
-    return backtest_enqueue(proposal=backtest.proposal, requested_by=lead)
+    return backtest_enqueue(proposal=backtest.proposal, requested_by=lead, memory_now=backtest.memory_now)

@@ -17,6 +17,9 @@ its targets checked against it. Each part lives in its own module, by what it me
                       trace history through Django's test client, warm: time, bytes, SQL queries
   scoped              one project's C6 inside a 100-project store sharing one vocabulary, against
                       the same project's units alone: must-include recall and p95
+  live                writes while selections run (bench-live-<size>): write rate with
+                      embeddings, write->visible across two processes, C6 p95 under a write stream
+                      over quiet, the delta merge, and rebuild-equivalence of base + delta
   prefix_stability    consecutive C6 selections of one task sequence (one piece of work, its query
                       moving step to step) under each bundle order: the prefix they share
 
@@ -43,6 +46,9 @@ from bench.parts.backtest_throughput import time_backtest
 from bench.parts.end_to_end import time_service
 from bench.parts.import_rate import time_import
 from bench.parts.index_restart import time_restart
+from bench.parts.live import describe as describe_live
+from bench.parts.live import targets as live_targets
+from bench.parts.live import time_live
 from bench.parts.pages import time_pages
 from bench.parts.pgvector_hnsw import time_hnsw
 from bench.parts.prefix_stability import describe as describe_prefix
@@ -95,6 +101,7 @@ class BenchOptions:
     prefix_sequences: int = 16  # task sequences of the prefix stability part (0: part skipped)
     prefix_steps: int = 8  # selections a sequence
     prefix_units: int = 10_000  # the corpus the sequences are selected on
+    live_writes: int = 100  # units written with embeddings by the live part (0: part skipped)
     naive_reference_max: int = 100_000  # the rank_bm25 reference above this size is skipped
     extra: dict = field(default_factory=dict)
 
@@ -242,6 +249,9 @@ def _database_parts(bench: SyntheticCorpus, options: BenchOptions, say, c6_p50_m
                 f"{page['queries']} queries")
         if pages["evaluation"]["run_s"] is not None:
             say(f"[{bench.size}] the evaluation the page shows ran in {pages['evaluation']['run_s']} s")
+    if options.live_writes > 0:
+        out["live"] = time_live(bench, writes=options.live_writes, samples=min(options.samples, 256))
+        say(f"[{bench.size}] {describe_live(out['live'])}")
     out["pgvector_hnsw"] = hnsw = time_hnsw(stored, bench)
     if "skipped" in hnsw:
         say(f"[{bench.size}] dense search in PostgreSQL (pgvector HNSW) skipped: {hnsw['skipped']}")
@@ -309,6 +319,9 @@ def targets(doc: dict) -> list[dict]:
         checks.extend(scoped_targets(doc["scoped"]))
     if doc.get("prefix_stability"):
         checks.extend(prefix_targets(doc["prefix_stability"]))
+    for size, entry in sizes.items():
+        if entry.get("live"):
+            checks.extend(live_targets(entry["live"], size))
     for entry in sizes.values():
         if entry.get("import"):
             checks.append(check(f"import units/s with embeddings ({entry['import']['units']} units)",

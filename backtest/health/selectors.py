@@ -82,7 +82,8 @@ def _gate_words(gates: list[dict]) -> str:
 
 def _label(row: FrameHealth) -> str:
     task_set = f"task set v{row.task_set_version}" if row.task_set_version else "task set as imported"
-    return f"frame v{row.frame_version.number}, {task_set}, corpus rev {row.corpus_revision}, {row.trigger}"
+    grew = f", memory +{row.memory_growth}" if row.memory_growth is not None else ""
+    return f"frame v{row.frame_version.number}, {task_set}, corpus rev {row.corpus_revision}{grew}, {row.trigger}"
 
 
 def panel_of(rows: list[FrameHealth], *, project: Project) -> HealthPanel:

@@ -136,7 +136,9 @@ def health_check(*, project: Project, trigger: str, key: str = "", actor=None) -
     if version is None or not task_rows:
         return None
     digest = tasks_digest(task_rows)
-    corpus_revision = Corpus.objects.filter(pk=project.corpus_id).values_list("revision", flat=True).get()
+    corpus_revision, memory_sequence = (
+        Corpus.objects.filter(pk=project.corpus_id).values_list("revision", "sequence").get()
+    )  # fmt: skip
     now = _read_tasks(project, version, task_rows)
     gates = Gates.from_spec(version.snapshot.get("gates"))
     with transaction.atomic():
@@ -154,6 +156,9 @@ def health_check(*, project: Project, trigger: str, key: str = "", actor=None) -
         previous = FrameHealth.objects.filter(project=project).order_by("-created_at", "-id").first()
         before = _failing(previous) if previous is not None else None
         change, gates_changed = judge.transition(before, reading.failing)
+        growth = None
+        if previous is not None and previous.memory_sequence is not None and previous.corpus_id == project.corpus_id:
+            growth = max(0, memory_sequence - previous.memory_sequence)
         row = FrameHealth.objects.create(
             project=project,
             frame_version=version,
@@ -162,6 +167,8 @@ def health_check(*, project: Project, trigger: str, key: str = "", actor=None) -
             tasks=len(task_rows),
             corpus_id=project.corpus_id,
             corpus_revision=corpus_revision,
+            memory_sequence=memory_sequence,
+            memory_growth=growth,
             engine_version=ENGINE_VERSION,
             condition=CONDITION,
             trigger=trigger,

@@ -11,8 +11,10 @@ The key is SHA-256 over:
 - the baseline FrameVersion (its snapshot is immutable) and the backtest's condition;
 - the task (its query, work frame, signals, budget, standpoint and routing inputs are immutable:
   labelling adds tasks, it never edits one);
-- the fingerprint of the corpus rows the index in use was built from (selection.memory.index_cache:
-  every write to a unit, link or project row of the corpus, an erasure included, changes it);
+- the fingerprint of the index in use (selection.memory.store.corpus_index_fingerprint): the
+  corpus's base key (cluster, database, project rows, index code), its revision (an erasure moves
+  it) and the memory sequence the index covers (the task's own, or now's), so a replay as of one
+  sequence is never reused for another;
 - the selection code (every .py file under selection/, so any engine, retrieval, framing or
   embedding change makes a new key) and ENGINE_VERSION;
 - the embedding model directory (the query vectors).

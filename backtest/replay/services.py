@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -127,14 +126,14 @@ def backtest_warm(*, backtest_id: int) -> int:
     while holds them: the corpus index, both frame versions, each task's work frame, ledger and
     query embeddings, the unit maps. Writes nothing; returns the number of tasks warmed.
     """
-    backtest = Backtest.objects.only("task_ids", "baseline_version_id", "candidate_version_id").get(
+    backtest = Backtest.objects.only("task_ids", "baseline_version_id", "candidate_version_id", "memory_now").get(
         pk=backtest_id
     )
     store.frame_of_version(backtest.baseline_version_id)
     store.frame_of_version(backtest.candidate_version_id)
     for task_id in backtest.task_ids:
         context = _task_context(task_id)
-        index = store.corpus_index(context.task.corpus_id)
+        index = store.corpus_index(context.task.corpus_id, as_of=_as_of(backtest, context))
         if index.dense is not None:  # the texts selection_request embeds
             objective = context.work_frame.objective
             embed_queries([context.task.query, objective] if objective else [context.task.query])
@@ -202,6 +201,7 @@ class _Outcome:
     frame_version: int | None = None
     reused_trace_id: int | None = None
     reuse_key: str = ""
+    memory_sequence: int | None = None  # the memory sequence of the index it was selected over
 
 
 def _scored(backtest: Backtest, context: _TaskContext, bundle, index: CorpusIndex) -> dict:
@@ -212,12 +212,19 @@ def _scored(backtest: Backtest, context: _TaskContext, bundle, index: CorpusInde
     return score_bundle(bundle, context.ledger, project_of=project_of, echo_of=echo_of, scope=baseline_frame.scope_set)
 
 
-def _index_of(context: _TaskContext, indexes: dict[int, CorpusIndex]) -> CorpusIndex:
-    """The task's corpus index, looked up once per chunk (`indexes`), not once per replay."""
-    corpus_id = context.task.corpus_id
-    if corpus_id not in indexes:
-        indexes[corpus_id] = store.corpus_index(corpus_id)
-    return indexes[corpus_id]
+def _as_of(backtest: Backtest, context: _TaskContext) -> int | None:
+    """The memory sequence a task is replayed as of: the one it was made at (labelled from a
+    trace), unless the backtest replays as of now (`memory_now`) or the task carries none."""
+    return None if backtest.memory_now else context.task.memory_sequence
+
+
+def _index_of(backtest: Backtest, context: _TaskContext, indexes: dict) -> CorpusIndex:
+    """The task's corpus index as of its sequence, looked up once per chunk (`indexes`, by corpus
+    and sequence), not once per replay."""
+    key = (context.task.corpus_id, _as_of(backtest, context))
+    if key not in indexes:
+        indexes[key] = store.corpus_index(key[0], as_of=key[1])
+    return indexes[key]
 
 
 def _replay_compute(backtest: Backtest, task_id: int, side: str, indexes: dict[int, CorpusIndex]) -> _Outcome:
@@ -229,9 +236,12 @@ def _replay_compute(backtest: Backtest, task_id: int, side: str, indexes: dict[i
     else:
         version_id = backtest.baseline_version_id if side == ReplaySide.BASELINE else backtest.candidate_version_id
         number, frame = store.frame_of_version(version_id)
-    result, index = _select(context, frame, backtest.condition, _index_of(context, indexes))
+    result, index = _select(context, frame, backtest.condition, _index_of(backtest, context, indexes))
     metrics = _scored(backtest, context, result.bundle, index)
-    return _Outcome(task_id, side, metrics, context, result=result, frame_version=number)
+    return _Outcome(
+        task_id, side, metrics, context, result=result, frame_version=number,
+        memory_sequence=getattr(index, "memory_sequence", None),
+    )
 
 
 def _reused_baselines(
@@ -242,9 +252,8 @@ def _reused_baselines(
     if not task_ids:
         return {}
     contexts = {t: _task_context(t) for t in task_ids}
-    fingerprints = _fingerprints(contexts.values(), indexes)
     keys = {
-        reuse.baseline_key(backtest, task_id, fingerprints[context.task.corpus_id]): task_id
+        reuse.baseline_key(backtest, task_id, _fingerprint(backtest, context, indexes)): task_id
         for task_id, context in contexts.items()
     }
     stored = (
@@ -260,19 +269,16 @@ def _reused_baselines(
         if task_id in outcomes:
             continue  # the first replay of these inputs is the one every later one names
         context = contexts[task_id]
-        metrics = _scored(backtest, context, ContextBundle.from_dict(bundle), _index_of(context, indexes))
+        metrics = _scored(backtest, context, ContextBundle.from_dict(bundle), _index_of(backtest, context, indexes))
         outcomes[task_id] = _Outcome(
             task_id, ReplaySide.BASELINE, metrics, context, reused_trace_id=trace_id, reuse_key=key
         )
     return outcomes
 
 
-def _fingerprints(contexts: Iterable[_TaskContext], indexes: dict[int, CorpusIndex]) -> dict[int, str]:
-    """corpus id -> the fingerprint of the rows its index in this process was built from."""
-    return {
-        context.task.corpus_id: store.corpus_index_fingerprint(context.task.corpus_id, _index_of(context, indexes))
-        for context in contexts
-    }
+def _fingerprint(backtest: Backtest, context: _TaskContext, indexes: dict) -> str:
+    """What the task's index depends on: its corpus's base key, revision and memory sequence."""
+    return store.corpus_index_fingerprint(context.task.corpus_id, _index_of(backtest, context, indexes))
 
 
 def _baseline_keys(backtest: Backtest, outcomes: list[_Outcome], indexes: dict[int, CorpusIndex]) -> None:
@@ -280,11 +286,9 @@ def _baseline_keys(backtest: Backtest, outcomes: list[_Outcome], indexes: dict[i
     fresh = [o for o in outcomes if o.side == ReplaySide.BASELINE and not o.reuse_key]
     if not fresh:
         return
-    fingerprints = _fingerprints((o.context for o in fresh), indexes)
     for outcome in fresh:
-        outcome.reuse_key = reuse.baseline_key(
-            backtest, outcome.task_id, fingerprints[outcome.context.task.corpus_id]
-        )
+        fingerprint = _fingerprint(backtest, outcome.context, indexes)
+        outcome.reuse_key = reuse.baseline_key(backtest, outcome.task_id, fingerprint)
 
 
 def _replays_write(backtest_id: int, outcomes: list[_Outcome]) -> dict[tuple[int, str], Replayed]:
@@ -305,7 +309,10 @@ def _replays_write(backtest_id: int, outcomes: list[_Outcome]) -> dict[tuple[int
         traced = [o for o in todo if o.result is not None and _variant_index(o.side) is None]
         traces = traces_write(
             [
-                TraceEntry(o.result, o.context.task.project, o.frame_version, o.context.task, TRACE_SOURCE)
+                TraceEntry(
+                    o.result, o.context.task.project, o.frame_version, o.context.task, TRACE_SOURCE,
+                    o.memory_sequence,
+                )
                 for o in traced
             ]
         )
@@ -363,7 +370,7 @@ def replay_many(*, backtest_id: int, pairs: list[tuple[int, str]], reuse_baselin
     missing = list(dict.fromkeys(p for p in pairs if p not in found))
     if missing:
         backtest = Backtest.objects.only(
-            "id", "status", "task_ids", "condition", "baseline_version_id", "candidate_version_id"
+            "id", "status", "task_ids", "condition", "baseline_version_id", "candidate_version_id", "memory_now"
         ).get(pk=backtest_id)
         members = set(backtest.task_ids)
         for task_id, _side in missing:
@@ -371,7 +378,7 @@ def replay_many(*, backtest_id: int, pairs: list[tuple[int, str]], reuse_baselin
                 raise BacktestError(f"task {task_id} is not in backtest #{backtest_id}")
         if backtest.status == BacktestStatus.QUEUED:
             Backtest.objects.filter(pk=backtest_id, status=BacktestStatus.QUEUED).update(status=BacktestStatus.RUNNING)
-        indexes: dict[int, CorpusIndex] = {}
+        indexes: dict[tuple[int, int | None], CorpusIndex] = {}
         reused = (
             _reused_baselines(backtest, [t for t, s in missing if s == ReplaySide.BASELINE], indexes)
             if reuse_baseline

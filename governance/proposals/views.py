@@ -196,7 +196,9 @@ def proposal_backtest_start(request, pk: int):
     """"Run backtest" on a proposal without one (fixture proposals, a backtest that errored)."""
     proposal = selectors.proposal_by_id(proposal_id=pk)
     try:
-        backtest = backtest_services.backtest_enqueue(proposal=proposal, requested_by=request.user)
+        backtest = backtest_services.backtest_enqueue(
+            proposal=proposal, requested_by=request.user, memory_now=request.POST.get("memory") == "now"
+        )
     except BacktestRefused as error:
         messages.error(request, f"No backtest started: {error}.")
         return redirect("proposal-detail", pk=pk)

@@ -26,7 +26,7 @@ from selection.engine.render import render_item
 from selection.engine.types import estimate_tokens
 from selection.memory import embeddings, store
 from selection.memory.changes import memory_changes_append
-from selection.memory.writes.records import memory_changed
+from selection.memory.writes.records import memory_rewritten
 from selection.models import MemoryChangeKind, MemoryUnit, TombstoneKind, Trace, TraceCandidate
 from selection.traces.chain import trace_tombstone
 
@@ -141,7 +141,7 @@ def unit_erase(*, unit: MemoryUnit, lead, reason: str, now: datetime | None = No
         unit.save(update_fields=["text", "title", "tokens", "embedding", "extras"])
         erased = memory_changes_append(unit.corpus_id, [(unit.pk, MemoryChangeKind.ERASED)], actor=lead, via=via)
         history_scrubbed(unit, mark=mark, before=erased.start)
-        memory_changed(unit.corpus_id)
+        memory_rewritten(unit.corpus_id)
         carrying = (
             TraceCandidate.objects.filter(unit_uid=unit.uid, trace__project__corpus_id=unit.corpus_id)
             .values_list("trace_id", flat=True)

@@ -95,6 +95,24 @@ def corpus_fingerprint(corpus_id: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def base_key(corpus_id: int, *, hnsw: bool = False) -> str:
+    """What a base index of `corpus_id` is valid for besides its units: the cluster, the
+    database, the corpus's project rows and the engine's index code (one query). The units are
+    checked one by one against the base's row stamps when it is read (selection.memory.live_index)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT (SELECT system_identifier FROM pg_control_system()), current_database(),
+                   count(*) || ':' || coalesce(sum(p.xmin::text::bigint), 0)
+              FROM selection_project p WHERE p.corpus_id = %s
+            """,
+            [corpus_id],
+        )
+        row = cursor.fetchone()
+    text = "\x1f".join(str(value) for value in row) + "\x1f" + _code_fingerprint() + ("-hnsw" if hnsw else "")
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
 ARRAYS = "arrays.bin"
 SKELETON = "skeleton.pickle"
 META = "meta.json"
@@ -104,6 +122,36 @@ _FORMAT = "fg-index-2"  # 2: units as columns (UnitTable)
 
 def _path(directory: Path, corpus_id: int, fingerprint: str) -> Path:
     return directory / f"corpus-{corpus_id}-{fingerprint}.index"
+
+
+def _base_name(key: str, revision: int, sequence: int) -> str:
+    return f"{key}-r{revision}-s{sequence}"
+
+
+def load_base(corpus_id: int, key: str, revision: int, sequence: int) -> tuple[CorpusIndex, int] | None:
+    """The newest readable base index of the corpus for `key` and `revision` that covers at most
+    `sequence`, with the sequence it covers; None if there is none."""
+    directory = cache_dir()
+    if directory is None or not directory.is_dir():
+        return None
+    prefix = f"corpus-{corpus_id}-{key}-r{revision}-s"
+    found = []
+    for path in directory.glob(prefix + "*.index"):
+        covered = path.name[len(prefix) : -len(".index")]
+        if covered.isdigit() and int(covered) <= sequence:
+            found.append((int(covered), path))
+    for covered, path in sorted(found, reverse=True):
+        try:
+            return read_index(path), covered
+        except Exception as error:  # a torn or foreign file is passed over, never served
+            log.warning("index cache %s unreadable (%s); passed over", path, error)
+    return None
+
+
+def store_base(corpus_id: int, key: str, revision: int, sequence: int, index: CorpusIndex) -> Path | None:
+    """Write a base index covering `sequence` atomically (store()), then drop the corpus's other
+    indexes: until the rename, the previous base is the one a reader finds."""
+    return store(corpus_id, _base_name(key, revision, sequence), index)
 
 
 class _ArrayPickler(pickle.Pickler):

@@ -15,18 +15,12 @@ from selection.corpus.places import Place, Report
 from selection.corpus.routing import routing_inputs_of
 from selection.engine.index import CorpusIndex
 from selection.engine.outputs import ContextBundle, ContextTrace, SelectionResult
-from selection.engine.routing.route import routing_corpus
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import OpenLoop, ProjectFrame, Unit, WorkFrame, WorkSignal
-from selection.memory import index_cache
-from selection.memory.hnsw.index import dense_mode, searcher_for_corpus
+from selection.memory import index_cache, live_index
 from selection.models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink, UnitStatus
 
-_INDEX_CACHE: OrderedDict[int, tuple[int, CorpusIndex]] = OrderedDict()  # corpus -> (revision, index)
-_INDEX_CACHE_SIZE = 4
 _index_lock = threading.Lock()
-# corpus -> (index, the fingerprint of the rows it was built from: index_cache.corpus_fingerprint)
-_INDEX_FINGERPRINTS: dict[int, tuple[CorpusIndex, str]] = {}
 
 
 def frame_from_snapshot(*, project: Project, number: int, snapshot: dict) -> ProjectFrame:
@@ -148,54 +142,28 @@ def load_units(
     return units, np.vstack(vectors)
 
 
-def corpus_index(corpus: Corpus | int) -> CorpusIndex:
-    """The engine index of a corpus, kept per process until the corpus's revision moves (an erasure
-    changed a unit: one primary-key read per call tells every process), and read from the index
-    cache (selection/memory/index_cache.py) when a file of the same fingerprint exists, else built from
-    rows. With FG_DENSE_SEARCHER=pgvector-hnsw no vector is loaded: PostgreSQL answers dense
-    search (selection/hnsw)."""
-    corpus_id = corpus if isinstance(corpus, int) else corpus.pk
-    revision = Corpus.objects.filter(pk=corpus_id).values_list("revision", flat=True).first() or 0
-    with _index_lock:
-        cached = _INDEX_CACHE.get(corpus_id)
-        if cached is not None and cached[0] == revision:
-            _INDEX_CACHE.move_to_end(corpus_id)
-            return cached[1]
-    in_postgres = dense_mode() == "pgvector-hnsw"
-    fingerprint = index_cache.corpus_fingerprint(corpus_id) + ("-hnsw" if in_postgres else "")
-    index = index_cache.load(corpus_id, fingerprint)
-    if index is None:
-        units, vectors = load_units(corpus_id, with_vectors=not in_postgres)
-        index = CorpusIndex.build(units, vectors)
-        index_cache.store(corpus_id, fingerprint, index)  # in PostgreSQL mode: without vectors
-    if in_postgres:  # attached per process: the HNSW index may be built or dropped meanwhile
-        index.dense = searcher_for_corpus(corpus_id, index.position)
-    routing_corpus(index.units)  # routing's per-corpus structure, built with the index, not in a selection
-    with _index_lock:
-        _INDEX_CACHE[corpus_id] = (revision, index)
-        _INDEX_FINGERPRINTS[corpus_id] = (index, fingerprint)
-        while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
-            evicted, _ = _INDEX_CACHE.popitem(last=False)
-            _INDEX_FINGERPRINTS.pop(evicted, None)
-    return index
+def corpus_index(corpus: Corpus | int, *, as_of: int | None = None) -> CorpusIndex:
+    """The engine index of a corpus now, or as of memory sequence `as_of`: a base index plus the
+    units changed since, followed by one primary-key read per call (selection.memory.live_index;
+    the base is read from the index cache, selection/memory/index_cache.py, or built from rows).
+    With FG_DENSE_SEARCHER=pgvector-hnsw no vector is loaded: PostgreSQL answers dense search
+    (selection/hnsw). The index carries `memory_sequence`, the sequence it covers."""
+    return live_index.corpus_index(corpus, as_of=as_of)
 
 
 def corpus_index_fingerprint(corpus_id: int, index: CorpusIndex) -> str:
-    """The fingerprint of the rows `index` (this process's corpus_index of the corpus) was built
-    from: what a result computed over it depends on. No query when it is the cached index."""
-    with _index_lock:
-        held = _INDEX_FINGERPRINTS.get(corpus_id)
-    if held is not None and held[0] is index:
-        return held[1]
+    """What a result computed over `index` (a corpus_index of the corpus) depends on: the base
+    key, the corpus's revision and the memory sequence the index covers."""
+    fingerprint = getattr(index, "fingerprint", None)
+    if fingerprint is not None:
+        return fingerprint
     return index_cache.corpus_fingerprint(corpus_id)
 
 
 def forget_index(corpus_id: int, *, files: bool = False) -> None:
     """Drop this process's index of the corpus; `files`: its index cache files too (an erasure:
     no copy of the erased text may stay on disk)."""
-    with _index_lock:
-        _INDEX_CACHE.pop(corpus_id, None)
-        _INDEX_FINGERPRINTS.pop(corpus_id, None)
+    live_index.forget(corpus_id)
     if files:
         index_cache.discard(corpus_id)
 

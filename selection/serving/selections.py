@@ -208,7 +208,14 @@ def run_selection(
     trace = None
     if persist:
         with timed(timings, TimedStage.TRACE_WRITE):
-            trace = trace_write(result, project=project, frame_version=number, task=task, source=source)
+            trace = trace_write(
+                result,
+                project=project,
+                frame_version=number,
+                task=task,
+                source=source,
+                memory_sequence=getattr(index, "memory_sequence", None),
+            )
     return Selection(result=result, trace=trace, project_frame=project_frame)
 
 

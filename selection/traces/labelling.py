@@ -102,6 +102,8 @@ def trace_label(*, trace: Trace, user, labels: dict[str, str], uid: str = "") ->
             standpoint=trace.standpoint,
             budget_tokens=trace.budget_tokens,
             frame=_task_frame(work),
+            # the task replays against memory as the trace's selection saw it
+            memory_sequence=trace.memory_sequence,
         )
         for position, signal in enumerate(work.get("signals") or ()):
             TaskSignal.objects.create(

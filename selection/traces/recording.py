@@ -15,10 +15,17 @@ from selection.traces.chain import canonical_engine, chain_link
 
 
 def trace_write(
-    result: SelectionResult, *, project: Project, frame_version: int, task: Task | None, source: str
+    result: SelectionResult,
+    *,
+    project: Project,
+    frame_version: int,
+    task: Task | None,
+    source: str,
+    memory_sequence: int | None = None,
 ) -> Trace:
-    """Persist a trace: one header row, one row per candidate; neither is ever updated."""
-    entry = TraceEntry(result, project, frame_version, task, source)
+    """Persist a trace: one header row, one row per candidate; neither is ever updated.
+    `memory_sequence`: the corpus's memory sequence the selection's index was at."""
+    entry = TraceEntry(result, project, frame_version, task, source, memory_sequence)
     return traces_write([entry])[0]
 
 
@@ -31,6 +38,9 @@ class TraceEntry:
     frame_version: int
     task: Task | None
     source: str
+    # the memory sequence of the index the selection ran over (a column beside the chained
+    # content: the trace digest and the chain do not read it)
+    memory_sequence: int | None = None
 
 
 def traces_write(entries: list[TraceEntry]) -> list[Trace]:
@@ -129,6 +139,7 @@ def _trace_rows(entry: TraceEntry) -> tuple[Trace, list[_CandidateRow], list[str
         header=trace_doc,
         bundle=result.bundle.as_dict(),
         source=entry.source,
+        memory_sequence=entry.memory_sequence,
     )
     rows = []
     texts = []

@@ -12,7 +12,8 @@ from backtest.health import services as health
 from backtest.models import FrameHealth
 from governance.inbox import inbox_for
 from rules import health_judgement as judge
-from selection.models import Task
+from selection.models import Corpus, Task
+from tests.selection.memory_writes import unit_create
 
 pytestmark = pytest.mark.django_db
 
@@ -150,3 +151,17 @@ def test_a_chart_draws_one_mark_per_reading_and_escapes_its_words():
     assert 'class="limit"' in svg and "min 0.4" in svg
     assert "fails its gate" in svg.split("<polygon")[1]
     assert chart.line_chart(chart_id="x", title="t", description="d", points=[]) == ""
+
+
+def test_a_reading_runs_as_of_now_and_says_how_much_memory_grew(sift, sift_users, client):
+    first = health.health_check(project=sift, trigger="manual", key="manual:grew-1")
+    assert first.memory_sequence == Corpus.objects.get(pk=sift.corpus_id).sequence and first.memory_growth is None
+    for n in range(3):
+        unit_create(sift, f"grown-{n}", f"a unit written after the first reading {n}", dimension=384)
+    second = health.health_check(project=sift, trigger="manual", key="manual:grew-2")
+    assert second.memory_growth == 3 and second.memory_sequence == first.memory_sequence + 3
+    client.force_login(sift_users["reviewer"])
+    readings = client.get(reverse("api-1:project-health", args=[sift.slug])).json()
+    assert [r["memory_growth"] for r in readings] == [None, 3]
+    page = client.get(reverse("project-detail", args=[sift.slug])).content.decode()
+    assert "memory grew by 3 changes since the reading before" in page

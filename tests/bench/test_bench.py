@@ -38,10 +38,15 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     call_command(
         "bench", sizes=str(SIZE), json_path=str(path), samples=12, reference_queries=3,
         e2e_runs=3, tasks=8, import_units=SIZE, page_runs=2, scoped_per_project=40, scoped_tasks=4,
-        prefix_sequences=3, prefix_steps=3, prefix_units=SIZE,
+        prefix_sequences=3, prefix_steps=3, prefix_units=SIZE, live_writes=3,
     )
     doc = json.loads(path.read_text())
     entry = doc["sizes"][str(SIZE)]
+    live = entry["live"]
+    assert live["writes"]["units"] == 3 and live["writes"]["units_per_s"] > 0 and live["write_visible"]["n"] == 3
+    assert live["selection"]["quiet"]["n"] == live["selection"]["under_writes"]["n"] == 12
+    for check in ("equivalence_before", "equivalence_now", "equivalence_as_of_before"):
+        assert live[check]["identical"] == live[check]["tasks"] == 8 and live[check]["index_digest_equal"]
     for condition in ("C0", "C4", "C6"):
         timing = entry["selection"][condition]
         assert 0 < timing["p50_ms"] <= timing["p95_ms"]
@@ -135,8 +140,9 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     # a second run reuses the stored corpus instead of writing it again
     call_command("bench", sizes=str(SIZE), json_path=str(path), samples=4, reference_queries=1,
                  e2e_runs=1, tasks=8, import_units=0, workers="1", page_runs=1, scoped_per_project=0,
-                 prefix_sequences=0)
+                 prefix_sequences=0, live_writes=0)
     assert "scoped" not in json.loads(path.read_text())  # --scoped-per-project 0 skips the part
+    assert "live" not in json.loads(path.read_text())["sizes"][str(SIZE)]  # --live-writes 0 skips it
     assert "prefix_stability" not in json.loads(path.read_text())  # so does --prefix-sequences 0
     again = json.loads(path.read_text())["sizes"][str(SIZE)]
     assert again["database_corpus"]["reused"] is True

@@ -57,6 +57,8 @@ class Command(BaseCommand):
                             help="selections in each task sequence (at least 2)")
         parser.add_argument("--prefix-units", type=int, default=10_000,
                             help="units of the corpus the task sequences are selected on")
+        parser.add_argument("--live-writes", type=int, default=100,
+                            help="units the live part writes with embeddings (0: part skipped)")
         parser.add_argument("--no-db", action="store_true", help="engine and reference only")
         parser.add_argument("--blas-threads", type=int, default=1,
                             help="BLAS threads for the run (0: the library default)")
@@ -93,6 +95,7 @@ class Command(BaseCommand):
             prefix_sequences=opts["prefix_sequences"],
             prefix_steps=opts["prefix_steps"],
             prefix_units=opts["prefix_units"],
+            live_writes=opts["live_writes"],
             **({"dense_threshold": opts["ivf_from"]} if opts["ivf_from"] else {}),
             **({"dense_threshold": None} if opts["exact_dense"] else {}),
         )

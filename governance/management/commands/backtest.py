@@ -127,6 +127,11 @@ class Command(BaseCommand):
             help="also replay the project's last N live selections under both versions "
             "(default FG_BACKTEST_SHADOW; 0: none)",
         )
+        parser.add_argument(
+            "--memory-now",
+            action="store_true",
+            help="replay every task against memory as of now (default: as of the sequence each task was made at)",
+        )
 
     def handle(
         self,
@@ -140,6 +145,7 @@ class Command(BaseCommand):
         output="text",
         site="",
         exit_code=False,
+        memory_now=False,
         **options,
     ):
         try:
@@ -161,7 +167,9 @@ class Command(BaseCommand):
                 )
         if backtest is None:
             try:
-                backtest = services.backtest_enqueue(proposal=target, requested_by=None, shadow=shadow)
+                backtest = services.backtest_enqueue(
+                    proposal=target, requested_by=None, shadow=shadow, memory_now=memory_now
+                )
             except GovernanceError as error:
                 raise CommandError(str(error)) from error
         self.stderr.write(

@@ -21,11 +21,19 @@ from .units import UnitTable
 IVF_THRESHOLD = 50_000  # CorpusIndex.build picks IvfSearcher from this many vectors up
 
 
-def dense_searcher(vectors: np.ndarray, *, threshold: int | None = IVF_THRESHOLD) -> DenseSearcher:
-    """Exact below `threshold` vectors, IvfSearcher from there on (None: always exact)."""
+def dense_searcher(
+    vectors: np.ndarray,
+    *,
+    threshold: int | None = IVF_THRESHOLD,
+    centroids: np.ndarray | None = None,
+    normalised: bool = False,
+) -> DenseSearcher:
+    """Exact below `threshold` vectors, IvfSearcher from there on (None: always exact); the IVF
+    trains its lists on the vectors unless `centroids` are given. `normalised`: the rows are
+    row-normalised already (normalise_rows's output), and are kept as they are."""
     if threshold is not None and vectors.shape[0] >= threshold:
-        return IvfSearcher(vectors)
-    return NumpyExactSearcher(vectors)
+        return IvfSearcher(vectors, centroids=centroids, normalised=normalised)
+    return NumpyExactSearcher(vectors, normalised=normalised)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class CorpusIndex:
         k1: float = 1.5,
         b: float = 0.75,
         epsilon: float = 0.25,
+        encoded: EncodedDocs | None = None,
     ):
         ids = [u.id for u in units]
         if len(set(ids)) != len(ids):
@@ -72,11 +81,18 @@ class CorpusIndex:
         self.units: tuple[Unit, ...] = tuple(units)
         self.position: dict[str, int] = {u.id: i for i, u in enumerate(self.units)}
         # term ids straight from each text's tokens: a million units' token lists never live at once
-        encoded = EncodedDocs(tokenise(u.text) for u in self.units)
+        # (`encoded`: the same, assembled from another index's tokens: selection.engine.index.assembly)
+        if encoded is None:
+            encoded = EncodedDocs(tokenise(u.text) for u in self.units)
+        elif encoded.size != len(self.units):
+            raise ValueError("encoded documents do not cover the units")
         self.bm25 = BM25Index((), k1=k1, b=b, epsilon=epsilon, encoded=encoded)
         # distinct term ids per unit (CSR), for overlap and redundancy without per-unit sets; int32
         # ids hold half the memory of int64 (a million units carry ~40 million)
         self.term_offsets, self.terms = encoded.distinct_terms()
+        # every unit's tokens as term ids, end to end (lengths: bm25.doc_len): what an index of a
+        # changed unit set is assembled from without tokenising the units it keeps
+        self.token_stream: np.ndarray = encoded.tokens
         del encoded
         self.dense = dense
         if dense is not None and getattr(dense, "size", len(self.units)) != len(self.units):
@@ -139,11 +155,13 @@ class CorpusIndex:
         b: float = 0.75,
         epsilon: float = 0.25,
         dense_threshold: int | None = IVF_THRESHOLD,
+        centroids: np.ndarray | None = None,
     ) -> CorpusIndex:
         """Index `units`; `vectors` is an optional (N, d) array aligned with `units` as given.
 
         From `dense_threshold` vectors on, dense search is approximate (IvfSearcher); None keeps
-        it exact at any size. The trace's retriever config names the searcher either way.
+        it exact at any size; `centroids` are the IVF's lists (trained on the vectors when None).
+        The trace's retriever config names the searcher either way.
         """
         order = sorted(range(len(units)), key=lambda i: units[i].id)
         ordered = [units[i] for i in order]
@@ -158,6 +176,7 @@ class CorpusIndex:
             dense = dense_searcher(
                 array if ordered_already else array[np.asarray(order, dtype=np.int64)],
                 threshold=dense_threshold,
+                centroids=centroids,
             )
         return cls(ordered, dense=dense, k1=k1, b=b, epsilon=epsilon)
 

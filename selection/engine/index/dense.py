@@ -137,8 +137,9 @@ class NumpyExactSearcher:
 
     name = "numpy-exact-cosine"
 
-    def __init__(self, vectors: np.ndarray):
-        self.matrix = normalise_rows(vectors)
+    def __init__(self, vectors: np.ndarray, *, normalised: bool = False):
+        # `normalised`: rows that are normalise_rows's output already (an assembled index's)
+        self.matrix = np.ascontiguousarray(vectors, dtype=np.float32) if normalised else normalise_rows(vectors)
         self.dimension = int(self.matrix.shape[1])
         self.size = int(self.matrix.shape[0])
 
@@ -168,6 +169,10 @@ class NumpyExactSearcher:
 
     def cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
         return self.matrix[positions] @ query
+
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """The normalised vectors of `positions` (float32), as the searcher holds them."""
+        return self.matrix[positions]
 
 
 def normalise_vector(vector: Sequence[float] | np.ndarray, dimension: int) -> np.ndarray:

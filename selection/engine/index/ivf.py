@@ -22,6 +22,7 @@ trace records a true cosine for every candidate whichever way it entered the poo
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -122,19 +123,29 @@ class IvfSearcher:
         nlist: int | None = None,
         nprobe: int | None = None,
         seed: int = DEFAULT_SEED,
+        centroids: np.ndarray | None = None,
+        normalised: bool = False,
     ):
-        matrix = normalise_rows(vectors)
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32) if normalised else normalise_rows(vectors)
         self.size, self.dimension = int(matrix.shape[0]), int(matrix.shape[1])
-        self.nlist = min(nlist or default_nlist(self.size), max(self.size, 1))
-        self.nprobe = min(nprobe or default_nprobe(self.nlist), self.nlist)
         self.seed = seed
-        self.name = f"numpy-ivf(nlist={self.nlist},nprobe={self.nprobe},seed={seed})"
-        if self.size == 0:
-            self.centroids = np.zeros((0, self.dimension), dtype=np.float32)
-            labels = np.zeros(0, dtype=np.int64)
+        if centroids is not None:  # lists trained elsewhere: named by their digest in the trace
+            self.centroids = np.ascontiguousarray(centroids, dtype=np.float32)
+            self.nlist = int(self.centroids.shape[0])
+            self.nprobe = min(nprobe or default_nprobe(self.nlist), self.nlist)
+            trained = hashlib.sha256(self.centroids.tobytes()).hexdigest()[:12]
+            self.name = f"numpy-ivf(nlist={self.nlist},nprobe={self.nprobe},lists={trained})"
+            labels = _assign(matrix, self.centroids) if self.size else np.zeros(0, dtype=np.int64)
         else:
-            self.centroids = spherical_kmeans(matrix, self.nlist, seed=seed)
-            labels = _assign(matrix, self.centroids)
+            self.nlist = min(nlist or default_nlist(self.size), max(self.size, 1))
+            self.nprobe = min(nprobe or default_nprobe(self.nlist), self.nlist)
+            self.name = f"numpy-ivf(nlist={self.nlist},nprobe={self.nprobe},seed={seed})"
+            if self.size == 0:
+                self.centroids = np.zeros((0, self.dimension), dtype=np.float32)
+                labels = np.zeros(0, dtype=np.int64)
+            else:
+                self.centroids = spherical_kmeans(matrix, self.nlist, seed=seed)
+                labels = _assign(matrix, self.centroids)
         # rows grouped by list, positions ascending inside a list
         order = np.lexsort((np.arange(self.size), labels))
         self.order = order  # stored row -> unit position
@@ -209,6 +220,10 @@ class IvfSearcher:
     def cosines(self, query: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Exact cosine of a normalised query to the given positions (a scope's rows)."""
         return self.matrix[self.row_of[positions]] @ query
+
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """The normalised vectors of `positions` (float32), as the searcher holds them."""
+        return self.matrix[self.row_of[positions]]
 
     def _bounds(self, query: np.ndarray):
         """Bounds of the exact cosines of any positions from the int8 codes: the compact score

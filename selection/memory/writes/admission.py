@@ -17,7 +17,7 @@ from authority.selectors import current_frame_version
 from selection.corpus.frames import memory_admission
 from selection.memory.changes import memory_changes_append
 from selection.memory.writes.conflicts import conflicts_of
-from selection.memory.writes.records import VIAS, MemoryWrite, memory_changed, supersession_close
+from selection.memory.writes.records import VIAS, MemoryWrite, supersession_close
 from selection.memory.writes.validation import WriteConflict, WriteRefused
 from selection.models import MemoryChange, MemoryChangeKind, MemoryUnit, Project, UnitStatus
 
@@ -103,8 +103,6 @@ def _decided(action: str, *, actor, project: Project, uid: str, reason: str, via
             summary=f"{unit.uid} {'admitted' if admit else 'declined'}: {reason}",
             payload={**document, "via": via, "writer": getattr(writer, "username", None)},
         )
-        if admit:
-            memory_changed(project.corpus_id)
     return MemoryWrite(document=document)
 
 

@@ -30,10 +30,11 @@ class MemoryWrite:
         return self.document["unit"]
 
 
-def memory_changed(corpus_id: int) -> None:
-    """Tell every serving process that the corpus's memory changed, inside the write's transaction:
-    its revision moves (each process compares it on its next selection) and this process drops
-    its index once the write commits."""
+def memory_rewritten(corpus_id: int) -> None:
+    """An erasure rewrote text that every process's base index holds, inside its transaction: the
+    corpus's revision moves (each process compares it on its next selection and rebuilds) and this
+    process drops its index once the erasure commits. A write needs no call: the corpus sequence
+    it raises is what every process tails (selection.memory.live_index)."""
     Corpus.objects.filter(pk=corpus_id).update(revision=F("revision") + 1)
     transaction.on_commit(lambda: store.forget_index(corpus_id))
 

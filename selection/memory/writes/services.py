@@ -7,7 +7,8 @@ Every surface (API, MCP, the command, the Memory pages) calls these. Each write:
 3. in one transaction, under a lock of the corpus row: checks the unit as the corpus reader checks
    a line (validation.unit_checked), finds structural conflicts, writes the unit and link rows
    through the import's own COPY writers, appends the MemoryChange rows
-   (changes.memory_changes_append), writes the audit row and tells the index (memory_changed);
+   (changes.memory_changes_append), writes the audit row; every serving process sees the raised
+   corpus sequence on its next selection and applies the change to its index (live_index);
 4. with an idempotency key, stores its answer: the same key and request again gets that answer,
    the same key with another request is refused (WriteConflict, 409).
 
@@ -36,7 +37,6 @@ from selection.memory.writes.conflicts import structural_conflicts
 from selection.memory.writes.idempotency import WriteRequest, write_once
 from selection.memory.writes.records import (
     MemoryWrite,
-    memory_changed,
     supersession_close,
     unit_links_of,
     unit_record,
@@ -170,8 +170,6 @@ def _created(
             + (f", superseding {', '.join(unit.supersedes)}" if unit.supersedes else ""),
             payload={**document, "via": request.via},
         )
-        if row.status == UnitStatus.ACTIVE:
-            memory_changed(project.corpus_id)
         return document
 
     return write_once(request, apply)
@@ -286,7 +284,6 @@ def _link_added(request: WriteRequest, kind: LinkKind, *, source: str, target: s
             summary=f"{row.uid} {kind.value.replace('_', ' ')} {target} (via {request.via})",
             payload={**document, "via": request.via, "target": target},
         )
-        memory_changed(project.corpus_id)
         return document
 
     return write_once(request, apply)
@@ -374,7 +371,6 @@ def _loop_set(action: str, status: str, *, actor, project: Project, uid: str, vi
             actor=actor, project=project, action=action, obj=row,
             summary=f"open loop {row.uid} {verb} (via {via})", payload={**document, "via": via},
         )  # fmt: skip
-        memory_changed(project.corpus_id)
         return document
 
     return write_once(request, apply)
