@@ -32,7 +32,7 @@ from selection.corpus import (
     read_corpus,
 )
 from selection.memory import embeddings
-from selection.memory.changes import memory_changes_append
+from selection.memory.changes import corpus_sequence, memory_changes_append
 from selection.memory.corpus_parts import ImportedCorpus, corpus_parts
 from selection.memory.generated import links_copy, unit_copy_row, units_copy
 from selection.models import Corpus, LedgerEntry, MemoryChangeKind, MemoryUnit, Project, Task, TaskSignal
@@ -248,9 +248,11 @@ def _write(data: CorpusData, vectors: list[Any], model_name: str, progress, acto
         first_versions[spec.slug] = version
 
     created = _write_units(corpus, projects, data.units, vectors, advanced, actor)
+    # a task of the corpus is made at the import: replays see memory as the import left it
+    memory_sequence = corpus_sequence(corpus.pk)
 
     for position, spec in enumerate(data.tasks):
-        _write_task(corpus, projects[spec.project], created, spec, position)
+        _write_task(corpus, projects[spec.project], created, spec, position, memory_sequence)
         advanced(1)
 
     carried: dict[str, set[str]] = {}
@@ -324,7 +326,12 @@ def _task_frame_json(frame: TaskFrameSpec | None) -> dict[str, Any]:
 
 
 def _write_task(
-    corpus: Corpus, project: Project, units: dict[str, int], spec: TaskSpec, position: int
+    corpus: Corpus,
+    project: Project,
+    units: dict[str, int],
+    spec: TaskSpec,
+    position: int,
+    memory_sequence: int,
 ) -> Task:
     extras = dict(spec.extras)
     signal_extras = {signal.id: signal.extras for signal in spec.signals if signal.extras}
@@ -343,6 +350,7 @@ def _write_task(
         frame=_task_frame_json(spec.frame),
         misassigned_work_type=spec.misassigned_work_type or "",
         routing=spec.routing,
+        memory_sequence=memory_sequence,
         extras=extras,
     )
     TaskSignal.objects.bulk_create(
