@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
 
 from selection.engine.attribution import LOSS_STAGES
 from selection.evaluation.aggregation import ECODES
@@ -45,14 +46,26 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **o):
+        bar = None
+
+        def progress(done: int, total: int) -> None:
+            nonlocal bar
+            if bar is None:  # a bar on stderr: stdout stays the report (or the JSON)
+                bar = tqdm(total=total, unit="task", desc="evaluating", file=self.stderr._out, leave=True)
+            bar.update(done - bar.n)
+
         try:
             evaluation = evaluation_run(
                 corpus=o["name"],
                 conditions=o["conditions"] or None,
                 builders=o["builders"] or None,
+                progress=progress,
             )
         except EvaluationError as error:
             raise CommandError(str(error)) from error
+        finally:
+            if bar is not None:
+                bar.close()
         doc = evaluation.result
         if o["json_path"] == "-":
             self.stdout.write(json.dumps(doc, indent=2))
