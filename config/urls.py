@@ -15,7 +15,7 @@ urlpatterns = [
     path("", include("governance.urls")),
     path("api/v1/", api.urls),
     path("api/v1/<path:rest>", unknown_path),
-    path("local/command", local_command, name="local-command"),  # signed, loopback only
+    path("local/command", local_command),  # signed, loopback only (config/local_commands.py)
     path("mcp", mcp_http, name="mcp"),
     path("mcp/", mcp_http),
     path("login/", auth_views.LoginView.as_view(), name="login"),
