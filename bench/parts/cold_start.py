@@ -24,6 +24,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from django.db import connection
+
 from bench.stats import check, unmeasured
 from selection.serving import server_client
 
@@ -101,7 +103,13 @@ def _served_select_ms(base: str, project: str, query: str) -> float:
 
 
 def time_cold_start(project: str, query: str) -> dict:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "FG_SERVER_URL": ""}
+    # the children work on this process's database (a test run's, say: FG_DATABASE_NAME names it)
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "FG_SERVER_URL": "",
+        "FG_DATABASE_NAME": connection.settings_dict["NAME"],
+    }
     out: dict = {"project": project}
     _select(project, query, env)  # the page cache warm, the query graph saved: a machine in use
     out["select_in_process"] = _select(project, query, env)
