@@ -47,7 +47,8 @@ def test_live_at_once_ready_when_loaded(client, context_lab):  # noqa: F811
     body = answer.json()
     assert answer.status_code == 200, body
     assert body["ready"] and body["database"] and body["model_loaded"]
-    assert body["indexes_loaded"] == body["corpora"] >= 1
+    # every corpus there was when this process warmed up (an earlier test's server may have)
+    assert body["indexes_loaded"] == body["corpora"]
 
 
 def _select(*args, **env) -> tuple[str, int]:

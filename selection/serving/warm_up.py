@@ -53,11 +53,12 @@ def _warm() -> None:
 
 
 def warm_up_start() -> threading.Thread:
-    """Start the warm-up on a daemon thread, once per process; later calls return that thread."""
+    """Start the warm-up on a daemon thread, once per process; later calls return that thread,
+    or start it again after a failed one (the database was not up yet, say)."""
     global _thread
     with _lock:
-        if _thread is None:
-            _state["started"] = True
+        if _thread is None or (_state["done"] and _state["error"] is not None):
+            _state.update(started=True, done=False, error=None, model=False, indexes=0, seconds=None)
             _thread = threading.Thread(target=_warm, name="serving-warm-up", daemon=True)
             _thread.start()
         return _thread

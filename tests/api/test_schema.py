@@ -49,6 +49,8 @@ ENDPOINTS = {
     ("get", "/api/v1/jobs/{job_id}"),
     ("get", "/api/v1/audit"),
     ("get", "/api/v1/health"),
+    ("get", "/api/v1/health/live"),
+    ("get", "/api/v1/health/ready"),
 }
 
 
