@@ -152,7 +152,9 @@ class QueryEncoder:
             module = torch.jit.load(str(self.graph), map_location="cpu").eval()
 
         def run(ids, mask, types):
-            with _encode_lock, torch.inference_mode(), torch.jit.optimized_execution(False):
+            # the full loader's lock: torch's thread count is process-wide, and a batch the full
+            # loader encodes meanwhile must keep its own
+            with embeddings._lock, torch.inference_mode(), torch.jit.optimized_execution(False):
                 threads = torch.get_num_threads()
                 torch.set_num_threads(1)  # as the full loader encodes one text
                 try:
