@@ -46,8 +46,16 @@ def check(name: str, value: float, op: str, limit: float, unit: str) -> dict:
     return {"target": name, "value": value, "limit": f"{op} {limit} {unit}", "met": bool(met)}
 
 
+def unmeasured(name: str, op: str, limit: float, unit: str, why: str) -> dict:
+    """A target this run could not measure: not met (nothing shows it is), with the reason."""
+    return {"target": name, "value": None, "limit": f"{op} {limit} {unit}", "met": False, "why": why}
+
+
 def target_line(target: dict) -> str:
-    """A target as the printed lines show it: MET or MISSED, its name, value and limit."""
+    """A target as the printed lines show it: MET or MISSED, its name, value and limit (or why it
+    was not measured)."""
+    if target.get("why"):
+        return f"target MISSED {target['target']}: not measured, {target['why']} (limit {target['limit']})"
     return (f"target {'MET   ' if target['met'] else 'MISSED'} {target['target']}: {target['value']} "
             f"(limit {target['limit']})")
 

@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
@@ -32,7 +32,7 @@ from selection.memory.uploads import ArchiveRefused
 from selection.serving.selections import SelectionError
 from selection.serving.serve import StrictRoutingRefused
 
-from .site_health import HealthOut, site_health
+from .site_health import HealthOut, LiveOut, ReadyOut, site_health, site_ready
 
 logger = logging.getLogger(__name__)
 
@@ -339,6 +339,29 @@ api.add_router("", "backtest.api.router")
 def health(request):
     """Database, broker, the Celery workers that answered a ping, and the embedding model."""
     return site_health()
+
+
+@api.get(
+    "/health/live", response=LiveOut, auth=None, url_name="health-live", tags=["site"], summary="Is this process live"
+)
+def health_live(request):
+    """200 while the process answers requests (an orchestrator's liveness probe)."""
+    return {"live": True}
+
+
+@api.get(
+    "/health/ready",
+    response={200: ReadyOut, 503: ReadyOut},
+    auth=None,
+    url_name="health-ready",
+    tags=["site"],
+    summary="Can this process serve a selection at full speed",
+)
+def health_ready(request):
+    """200 once the embedding model and every corpus index are loaded and the database answers;
+    503 (with what is loaded so far) before. A readiness probe routes traffic only on 200."""
+    state = site_ready()
+    return Status(200 if state["ready"] else 503, state)
 
 
 class ApiProblemMiddleware:

@@ -7,6 +7,7 @@ from django.urls import include, path
 from governance.mcp_server import mcp_http
 
 from .api_site import api, unknown_path
+from .local_commands import local_command
 
 handler500 = "config.errors.server_error"
 
@@ -14,6 +15,7 @@ urlpatterns = [
     path("", include("governance.urls")),
     path("api/v1/", api.urls),
     path("api/v1/<path:rest>", unknown_path),
+    path("local/command", local_command),  # signed, loopback only (config/local_commands.py)
     path("mcp", mcp_http, name="mcp"),
     path("mcp/", mcp_http),
     path("login/", auth_views.LoginView.as_view(), name="login"),

@@ -33,6 +33,7 @@ from selection.memory.writes.records import unit_document
 from selection.models import MemoryUnit, Project
 from selection.serving.api import select_document
 from selection.serving.selections import SelectionError
+from selection.serving.warm_up import warm_up_start
 from selection.traces import selectors
 from selection.traces.api import counterfactual_document, outcome_document, trace_document
 
@@ -84,6 +85,7 @@ def _call(ctx: Context | None, action):
 
 
 def build_server() -> MCPServer:
+    warm_up_start()  # the model and the corpus indexes load while the client connects
     server = MCPServer("frame-governance", instructions=INSTRUCTIONS)
 
     @server.tool()

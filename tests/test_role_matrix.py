@@ -279,6 +279,8 @@ def api_operations(w):
     v = "/api/v1"
     return {
         ("get", f"{v}/health"): (f"{v}/health", None, set(PRINCIPALS)),
+        ("get", f"{v}/health/live"): (f"{v}/health/live", None, set(PRINCIPALS)),
+        ("get", f"{v}/health/ready"): (f"{v}/health/ready", None, set(PRINCIPALS)),
         ("get", f"{v}/projects"): (f"{v}/projects", None, SIGNED),
         ("get", f"{v}/projects/{{slug}}/frames"): (f"{v}/projects/{s}/frames", None, READERS),
         ("get", f"{v}/projects/{{slug}}/frames/diff"): (f"{v}/projects/{s}/frames/diff?a=1&b=1", None, READERS),
@@ -370,6 +372,8 @@ def api_outcome(response) -> str:
         return DENY
     if response.status_code in (200, 201, 202, 400, 409, 422):  # past the access check
         return ALLOW
+    if response.status_code == 503 and response.request["PATH_INFO"].endswith("/health/ready"):
+        return ALLOW  # the readiness probe answers anyone: 503 while the model and indexes load
     return f"HTTP {response.status_code}"
 
 
@@ -423,6 +427,9 @@ ANONYMOUS_ANSWERS = {
     "admin/login/": {200},
     "admin/logout/": {302},  # Django's admin: to /admin/, which sends to its login page
     "api/v1/health": {200, 405},  # is the service up; GET only
+    "api/v1/health/live": {200, 405},  # the liveness probe
+    "api/v1/health/ready": {200, 503, 405},  # the readiness probe: 503 until the model and indexes load
+    "local/command": {403, 405},  # the signed loopback command channel: POST only, refused unsigned
     "api/v1/": {404},  # no operation there: a problem document naming nothing
     "api/v1/<path:rest>": {404},
 }

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from selection.engine.conditions import CONDITIONS
 from selection.engine.metrics import METRICS, prefix_stability
 from selection.engine.pipeline import ENGINE_VERSION
+from selection.engine.types import WorkFrame
 from selection.evaluation.aggregation import (
     BASELINE,
     BUILDER_CONDITION,
@@ -37,7 +38,11 @@ from selection.traces.recording import TraceEntry
 
 @dataclass
 class ScoredRun:
-    """One replay of one task under one condition and variant, scored; `trace` set once written."""
+    """One replay of one task under one condition and variant, scored; `trace_id` set once written.
+
+    What the documents read of the selection (its work frame, the condition it ran as, the bundle's
+    text) is kept here; the trace entry itself is let go once written (`written`), so that an
+    evaluation holds one batch of traces at a time, not every one."""
 
     task: Task
     condition: str
@@ -48,14 +53,27 @@ class ScoredRun:
     ecodes: dict[str, str]
     losses: dict[str, int]
     should_ecodes: dict[str, str]
-    entry: TraceEntry
+    entry: TraceEntry | None
     trace_id: int | None = field(default=None)
     builder: str | None = None  # set on a frame-builder run, with its side
     side: str | None = None
+    work_frame: WorkFrame | None = None
+    effective_condition: str = ""
+    rendered: str = ""
+
+    def __post_init__(self) -> None:
+        if self.entry is not None:
+            trace = self.entry.result.trace
+            self.work_frame = trace.work_frame
+            self.effective_condition = trace.effective_condition
+            self.rendered = self.entry.result.bundle.rendered
+
+    def written(self, trace_id: int) -> None:
+        self.trace_id, self.entry = trace_id, None
 
     @property
     def establishment(self) -> str:
-        return self.entry.result.trace.work_frame.establishment
+        return self.work_frame.establishment
 
     def row(self) -> dict:
         return {
@@ -99,10 +117,8 @@ def builder_document(builders, tasks, runs: Sequence[ScoredRun]) -> dict:
         shaped = {side: builder_side(sides[side], METRICS) for side in SIDES}
         chosen = {t: row["work_type"] for t, row in shaped[NO_ABSTENTION]["tasks"].items()}
         table[builder] = {"accuracy": accuracy(chosen, declared_type), **shaped}
-        frames = {r.task.uid: r.entry.result.trace.work_frame for r in own if r.side == ABSTENTION}
-        ran_as = {
-            r.task.uid: r.entry.result.trace.effective_condition for r in own if r.side == ABSTENTION
-        }
+        frames = {r.task.uid: r.work_frame for r in own if r.side == ABSTENTION}
+        ran_as = {r.task.uid: r.effective_condition for r in own if r.side == ABSTENTION}
         details[builder] = {
             "condition": BUILDER_CONDITION,
             "establishment_counts": establishment_counts(shaped[ABSTENTION]["tasks"]),
@@ -185,7 +201,7 @@ def ladder_document(corpus, names, tasks, runs: Sequence[ScoredRun], versions, t
     stability = {
         c: prefix_stability(
             {
-                slug: [declared[(t.uid, c)].entry.result.bundle.rendered for t in seq]
+                slug: [declared[(t.uid, c)].rendered for t in seq]
                 for slug, seq in sequences.items()
             }
         )

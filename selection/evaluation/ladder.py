@@ -38,6 +38,9 @@ from selection.traces.recording import TraceEntry, traces_write
 
 ALL_CONDITIONS: tuple[str, ...] = LADDER + ("CO",)
 TRACE_SOURCE = "evaluation"
+# runs whose traces are written together, in a transaction of their own; an evaluation holds at
+# most this many selections' traces in memory (each run keeps its scores and bundle text)
+TRACE_BATCH = 256
 
 
 class EvaluationError(ValueError):
@@ -67,8 +70,12 @@ def evaluation_run(
     progress: Callable[[int, int], None] | None = None,
 ) -> Evaluation:
     """Replay every task of `corpus` under each condition (plus the hazard's misassigned C6 runs),
-    score them against the hidden ledgers, and store the evaluation, its runs and their traces in
-    one transaction.
+    score them against the hidden ledgers, and store the evaluation and its runs in one transaction.
+
+    The runs' traces are written as the runs go, TRACE_BATCH at a time, each batch in its own
+    transaction (a project's trace chain is locked only while a batch is appended), so memory holds
+    one batch of traces, not every one. A run that fails part-way stores no evaluation; the traces
+    it wrote stay, each a whole record of a selection that was made.
 
     Each project's frame is the version promoted when the run starts, fixed for the whole run.
     The hazard needs both C0 and C6 among `conditions`; without them it is left empty. `actor`
@@ -109,18 +116,24 @@ def evaluation_run(
 
     hazard_on = BASELINE in names and HAZARD_CONDITION in names
     runs: list[ScoredRun] = []
-    for task in tasks:
+    pending: list[ScoredRun] = []
+    for done, task in enumerate(tasks, start=1):
         ledger = ledger_for_task(task)
         version = versions[task.project_id]
         plan = [(c, DECLARED, None) for c in names]
         if hazard_on and task.misassigned_work_type:
             plan.append((HAZARD_CONDITION, MISASSIGNED, task.misassigned_work_type))
-        for condition, variant, work_type in plan:
-            runs.append(_replay(task, condition, variant, work_type, version, ledger))
+        scored = [_replay(task, condition, variant, wrong, version, ledger) for condition, variant, wrong in plan]
         for builder in chosen_builders:
-            runs.extend(_builder_runs(task, builder, version, ledger, hazard=hazard_on))
+            scored.extend(_builder_runs(task, builder, version, ledger, hazard=hazard_on))
+        runs.extend(scored)
+        pending.extend(scored)
+        if len(pending) >= TRACE_BATCH:
+            _write_traces(pending)
+            pending = []
         if progress is not None:
-            progress(len({r.task.pk for r in runs}), len(tasks))
+            progress(done, len(tasks))
+    _write_traces(pending)
 
     with transaction.atomic():
         # one task-set version at a time per project, as a labelling takes them (pk order)
@@ -130,9 +143,6 @@ def evaluation_run(
             pk: task_set_version_record(project=projects[pk], digest=digests[pk], tasks=counts[pk])
             for pk in sorted(projects)
         }
-        traces = traces_write([r.entry for r in runs])
-        for run, trace in zip(runs, traces, strict=True):
-            run.trace_id = trace.pk
         document = ladder_document(corpus, names, tasks, runs, versions, task_sets)
         if chosen_builders:
             document.update(builder_document(chosen_builders, tasks, runs))
@@ -151,10 +161,21 @@ def evaluation_run(
                     metrics=r.metrics,
                 )
                 for r in runs
-            ]
+            ],
+            batch_size=1000,
         )
         _audit(evaluation, corpus, names, actor)
     return evaluation
+
+
+def _write_traces(runs: list[ScoredRun]) -> None:
+    """The runs' traces in one bulk write (its own transaction); each run keeps its trace id and
+    lets its trace go."""
+    if not runs:
+        return
+    traces = traces_write([r.entry for r in runs])
+    for run, trace in zip(runs, traces, strict=True):
+        run.written(trace.pk)
 
 
 def _corpus(corpus: Corpus | str) -> Corpus:

@@ -52,19 +52,26 @@ def score_result(
 ) -> TaskScore:
     ledger = ledger if ledger is not None else ledger_for_task(task)
     index = store.corpus_index(task.corpus_id)
-    project_of = {u.id: u.project for u in index.units}
-    echo_of = {u.id: u.echo_of for u in index.units}
+    admitted = result.bundle.unit_ids()
+    # the units the metrics and the attribution read: the bundle's and the ledger's, not the corpus
+    units = {}
+    for uid in sorted({*admitted, *ledger}):
+        position = index.position.get(uid)
+        if position is not None:
+            units[uid] = index.units[position]
+    project_of = {uid: u.project for uid, u in units.items()}
+    echo_of = {uid: u.echo_of for uid, u in units.items()}
     metrics = score_bundle(
         result.bundle, ledger, project_of=project_of, echo_of=echo_of, scope=project_frame.scope_set
     )
-    attribution = attribute(result.trace, ledger, set(project_of))
+    attribution = attribute(result.trace, ledger, units.keys())
     stages = must_loss_stages(
-        result.trace, ledger, set(project_of), {i.item_id: i.tokens for i in result.bundle.items}
+        result.trace, ledger, units.keys(), {i.item_id: i.tokens for i in result.bundle.items}
     )
     return TaskScore(
         metrics=metrics,
         attribution=attribution,
-        admitted=tuple(result.bundle.unit_ids()),
+        admitted=tuple(admitted),
         loss_stages=stages,
     )
 

@@ -80,6 +80,15 @@ def model_fingerprint(model_dir: Path) -> str:
     return digest.hexdigest()
 
 
+def onnx_threads() -> int:
+    """ONNX Runtime's intra-op threads: OMP_NUM_THREADS when set, else the cores this process may
+    use; the full loader and the query encoder (selection.memory.query_encoder) both use it."""
+    configured = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, len(os.sched_getaffinity(0)))
+
+
 class _Pooled:
     """The transformer, mean pooling over the attention mask and L2 normalisation in one module,
     exported as one ONNX graph (pooling as FlagModel's, in float32)."""
@@ -195,7 +204,6 @@ class Embedder:
         import warnings
 
         import onnxruntime
-        import torch
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's notes on the model's Python branches
@@ -203,7 +211,7 @@ class Embedder:
                 self._model.model, self._model.tokenizer, self.model_dir, onnx_cache_dir()
             )
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = max(1, torch.get_num_threads())
+        options.intra_op_num_threads = onnx_threads()
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
@@ -289,13 +297,15 @@ def _embedder() -> Embedder:
 
 
 def warm_in_background() -> threading.Thread:
-    """Load the model on a daemon thread now, so that the first request does not pay for it (a
-    worker's first replay would, inside its time limit). A missing model is left for the first
-    real call to report."""
+    """Load the query encoder on a daemon thread now, so that the first request does not pay for
+    it (a worker's first replay would, inside its time limit); the full loader, which only an
+    import needs, loads with the first import. A missing model is left for the first real call
+    to report."""
+    from selection.memory import query_encoder  # it imports this module
 
     def load() -> None:
         try:
-            get_embedder()
+            query_encoder.get_query_encoder()
         except Exception:  # noqa: BLE001 - reported by the first real call, with its context
             pass
 

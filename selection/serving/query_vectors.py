@@ -1,11 +1,13 @@
-"""Query vectors: each query or objective embedded alone, once per process (an LRU cache)."""
+"""Query vectors: each query or objective embedded alone, once per process (an LRU cache), by the
+query encoder (selection.memory.query_encoder: the model's saved graph, without the full loader's
+imports; the same bits as the full loader's vector of the text alone)."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 
-from selection.memory import embeddings
+from selection.memory import query_encoder
 
 _QUERY_VECTORS: OrderedDict[str, tuple[float, ...]] = OrderedDict()
 _QUERY_CACHE_SIZE = 4096
@@ -23,7 +25,7 @@ def embed_queries(texts: list[str]) -> list[tuple[float, ...]]:
     with _query_lock:
         missing = [t for t in dict.fromkeys(texts) if t not in _QUERY_VECTORS]
     if missing:
-        vectors = [embeddings.embed_texts([text])[0] for text in missing]
+        vectors = [query_encoder.encode_query(text) for text in missing]
         with _query_lock:
             for text, vector in zip(missing, vectors, strict=True):
                 _QUERY_VECTORS[text] = tuple(float(x) for x in vector)

@@ -59,6 +59,8 @@ ENDPOINTS = {
     ("post", "/api/v1/projects/{slug}/units/{uid}/reopen-loop"),
     ("post", "/api/v1/projects/{slug}/units/{uid}/admit"),
     ("post", "/api/v1/projects/{slug}/units/{uid}/decline"),
+    ("get", "/api/v1/health/live"),
+    ("get", "/api/v1/health/ready"),
 }
 
 

@@ -135,12 +135,22 @@ def test_bench_command_writes_every_figure(tmp_path, capsys):
     assert "[scoped]" in out and "100-project store of 4000 units" in out
     assert "ours/reference" in out and "ours/strong" in out and "backtest, 2 worker(s)" in out
     assert "loaded by a fresh process in" in out
+    # a fresh `select` in process and served by a fresh server (bench/parts/cold_start.py)
+    cold = entry["cold_start"]
+    assert cold["select_in_process"]["served"].startswith("in this process")
+    assert cold["select_over_server"]["served"].startswith("by the running server at 127.0.0.1:")
+    assert cold["first_select_ms"] > 0 and cold["server_ready_s"] > 0
+    assert cold["select_in_process"]["peak_rss_mb"] > cold["select_over_server"]["peak_rss_mb"] > 0
+    assert {t["target"] for t in doc["targets"]} >= {
+        "`select` as a fresh process (no server), wall", "first selection of a fresh server once ready",
+        "`make demo` to its first page (venv present, empty state)",
+    }
     assert "page trace (" in out and "page trace_history (" in out
 
     # a second run reuses the stored corpus instead of writing it again
     call_command("bench", sizes=str(SIZE), json_path=str(path), samples=4, reference_queries=1,
                  e2e_runs=1, tasks=8, import_units=0, workers="1", page_runs=1, scoped_per_project=0,
-                 prefix_sequences=0, live_writes=0)
+                 prefix_sequences=0, live_writes=0, no_cold_start=True)
     assert "scoped" not in json.loads(path.read_text())  # --scoped-per-project 0 skips the part
     assert "live" not in json.loads(path.read_text())["sizes"][str(SIZE)]  # --live-writes 0 skips it
     assert "prefix_stability" not in json.loads(path.read_text())  # so does --prefix-sequences 0

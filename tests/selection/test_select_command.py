@@ -25,6 +25,7 @@ COMMAND = Path(select_command.__file__)
 # exit statuses, and what it renders with
 ALLOWED = {
     "selection.models": {"Project"},
+    "selection.serving": {"server_client"},  # the running server serves it when one answers
     "selection.serving.serve": {"StrictRoutingRefused", "select_in_project"},
     "selection.serving.selections": {"SelectionError"},
     # MemoryCustodian's output (--format mc-json|mc-text) and its --rule/--profile/--area words

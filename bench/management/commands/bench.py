@@ -60,6 +60,8 @@ class Command(BaseCommand):
         parser.add_argument("--live-writes", type=int, default=100,
                             help="units the live part writes with embeddings (0: part skipped)")
         parser.add_argument("--no-db", action="store_true", help="engine and reference only")
+        parser.add_argument("--no-cold-start", action="store_true",
+                            help="skip the cold-start part (fresh `select` processes and a fresh server)")
         parser.add_argument("--blas-threads", type=int, default=1,
                             help="BLAS threads for the run (0: the library default)")
         parser.add_argument("--exact-dense", action="store_true",
@@ -96,6 +98,7 @@ class Command(BaseCommand):
             prefix_steps=opts["prefix_steps"],
             prefix_units=opts["prefix_units"],
             live_writes=opts["live_writes"],
+            cold_start=not opts["no_cold_start"],
             **({"dense_threshold": opts["ivf_from"]} if opts["ivf_from"] else {}),
             **({"dense_threshold": None} if opts["exact_dense"] else {}),
         )

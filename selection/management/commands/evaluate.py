@@ -9,6 +9,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
 
 from selection.corpus.splits import DEV, OUTSIDE, TEST, corpus_split, shipped_corpora
 from selection.engine.attribution import LOSS_STAGES
@@ -60,14 +61,26 @@ class Command(BaseCommand):
             return
         if not o["name"]:
             raise CommandError("give a corpus name, or --all for every loaded corpus")
+        bar = None
+
+        def progress(done: int, total: int) -> None:
+            nonlocal bar
+            if bar is None:  # a bar on stderr: stdout stays the report (or the JSON)
+                bar = tqdm(total=total, unit="task", desc="evaluating", file=self.stderr._out, leave=True)
+            bar.update(done - bar.n)
+
         try:
             evaluation = evaluation_run(
                 corpus=o["name"],
                 conditions=o["conditions"] or None,
                 builders=o["builders"] or None,
+                progress=progress,
             )
         except EvaluationError as error:
             raise CommandError(str(error)) from error
+        finally:
+            if bar is not None:
+                bar.close()
         doc = evaluation.result
         if o["json_path"] == "-":
             self.stdout.write(json.dumps(doc, indent=2))

@@ -3,6 +3,7 @@ the bundle and its trace rendered; the command checks nothing the service checks
 
 from __future__ import annotations
 
+import argparse
 import json
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from selection.engine.routing.report import routing_summary
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import WorkSignal
 from selection.models import Project
+from selection.serving import server_client
 from selection.serving.custodian_format import EXPLICIT_KINDS, FORMATS, custodian_output, custodian_overlays
 from selection.serving.selections import SelectionError
 from selection.serving.serve import StrictRoutingRefused, select_in_project
@@ -57,6 +59,8 @@ def parse_time(value: str) -> datetime:
 
 class Command(BaseCommand):
     help = "Select context for a query under the project's promoted frame, and write its trace."
+    # an agent's hook pays this per call: the system checks import every URL, API and MCP module
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser):
         parser.add_argument("--project", required=True)
@@ -106,8 +110,14 @@ class Command(BaseCommand):
             help="leave out the user's local overlay units (the shared bundle, on any machine)",
         )
         parser.add_argument("--user", help="whose local overlay units join the request")
+        parser.add_argument("--served-by", dest="served_by", help=argparse.SUPPRESS)
+
 
     def handle(self, *args, **o):
+        # the running server serves it when one answers (server_client); else this process does
+        self.served = server_client.served_here_or_there(self, "select", o, ("signals",))
+        if not self.served:
+            return
         project = Project.objects.select_related("corpus").filter(slug=o["project"]).first()
         if project is None:
             raise CommandError(f'no project "{o["project"]}"')
@@ -236,3 +246,4 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  {c.unit_id}: {c.unit_tokens} tokens, {c.budget.remaining} left of the budget when decided"
             )
+        self.stdout.write(f"\nServed: {self.served}")
