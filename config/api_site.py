@@ -331,6 +331,7 @@ def unknown_path(request, rest: str = ""):
 
 api.add_router("", "selection.api.router")
 api.add_router("", "governance.api.router")
+api.add_router("", "governance.webhooks.api.router")
 api.add_router("", "governance.proposals.api.router")
 api.add_router("", "backtest.api.router")
 

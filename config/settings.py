@@ -144,6 +144,12 @@ CELERY_BROKER_URL = (
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or CELERY_BROKER_URL
 # a failed webhook delivery waits this × 2^attempt before the next (5 attempts in all)
 FG_WEBHOOK_BACKOFF_SECONDS = float(env("FG_WEBHOOK_BACKOFF_SECONDS", "2"))
+# webhooks POST to https targets at public addresses only (governance/webhooks/targets.py, docs/trust.md):
+# plain http is for development; the allow-list names hosts or networks inside that may be reached
+FG_WEBHOOK_ALLOW_HTTP = env_bool("FG_WEBHOOK_ALLOW_HTTP", False)
+FG_WEBHOOK_ALLOWED_HOSTS = [h.strip() for h in env("FG_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()]
+FG_WEBHOOK_CONNECT_TIMEOUT = float(env("FG_WEBHOOK_CONNECT_TIMEOUT", "5"))
+FG_WEBHOOK_READ_TIMEOUT = float(env("FG_WEBHOOK_READ_TIMEOUT", "10"))
 CELERY_TASK_DEFAULT_QUEUE = env("FG_CELERY_QUEUE", "frame-governance")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

@@ -27,6 +27,11 @@ urlpatterns = [
     path("proposals/<int:pk>/split/", proposal_views.proposal_split, name="proposal-split"),
     path("proposals/<int:pk>/close/", proposal_views.proposal_close, name="proposal-close"),
     path("projects/<slug:slug>/webhooks/", webhook_views.project_webhooks, name="project-webhooks"),
+    path(
+        "projects/<slug:slug>/webhooks/<int:pk>/rotate/",
+        webhook_views.webhook_secret_rotate,
+        name="project-webhook-rotate",
+    ),
     path("projects/<slug:slug>/rollback/", editor_views.proposal_rollback, name="proposal-rollback"),
     path("audit/", views.audit_log, name="audit-log"),
     path("settings/tokens/", token_views.token_list, name="api-tokens"),

@@ -49,6 +49,9 @@ ENDPOINTS = {
     ("get", "/api/v1/jobs/{job_id}"),
     ("get", "/api/v1/audit"),
     ("get", "/api/v1/health"),
+    ("get", "/api/v1/projects/{slug}/webhooks"),
+    ("post", "/api/v1/projects/{slug}/webhooks"),
+    ("post", "/api/v1/projects/{slug}/webhooks/{webhook_id}/secret"),
 }
 
 
