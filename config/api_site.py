@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema
-from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
 from authority.errors import GovernanceError, InputRefused
@@ -47,6 +47,7 @@ ERROR_STATUSES = {
     "409": "The action conflicts with the object's state",
     "413": "The upload is over a limit",
     "422": "A field is invalid; `errors` says which",
+    "429": "Over a rate limit of the token or the user; `Retry-After` says when to try again",
 }
 
 
@@ -200,6 +201,14 @@ def _unauthenticated(request, exc: AuthenticationError | None):
         "send a live API token as `Authorization: Bearer <token>`, or sign in",
         slug="unauthenticated",
     )
+
+
+@api.exception_handler(Throttled)
+def _rate_limited(request, exc: Throttled):
+    # authority.ratelimits refused it before the body was read; ninja adds Retry-After
+    refused = getattr(request, "rate_limited", None)
+    detail = str(refused) if refused is not None else "too many requests"
+    return problem(request, 429, "Too many requests", detail, slug="rate-limited")
 
 
 @api.exception_handler(HttpError)

@@ -3,7 +3,8 @@
 Each tool authenticates with a personal API token, the same tokens and scopes as the HTTP API:
 over streamable HTTP from the `Authorization: Bearer` header, over stdio (`manage.py mcp`) from
 FG_API_TOKEN. It then calls the same services and selectors as the API routes, so an agent can do
-exactly what its token's owner could through the pages, and no more.
+exactly what its token's owner could through the pages, and no more, within the same rate limits
+(authority.ratelimits: `select` counts as a selection, `report_outcome` as a write).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
+from authority.ratelimits import RateLimited, rate_check
 from selection import serving
 from selection.engine.types import WorkSignal
 from selection.evaluation.ladder import EvaluationError
@@ -71,6 +73,8 @@ def _call(ctx: Context | None, action):
         raise ToolError(f"not found: {error}") from error
     except (SelectionError, EvaluationError) as error:
         raise ToolError(str(error)) from error
+    except RateLimited as error:
+        raise ToolError(f"rate limited: {error}") from error
     finally:
         close_old_connections()
 
@@ -94,6 +98,7 @@ def build_server() -> MCPServer:
         project_state, tool_result, failing_test, scheduled_job, event, agent_task."""
 
         def run(user):
+            rate_check(user, "select")
             work_signals = tuple(
                 WorkSignal(id=str(s.get("id", f"s{i}")), kind=str(s.get("kind", "")), content=str(s.get("content", "")))
                 for i, s in enumerate(signals or [])
@@ -147,6 +152,7 @@ def build_server() -> MCPServer:
         failed (the answer failed although the evidence was present)."""
 
         def run(user):
+            rate_check(user, "write")
             outcome = serving.outcome_report(
                 user=user, trace_id=trace_id, verdict=verdict, note=note, missing_units=missing_units or ()
             )
