@@ -97,16 +97,20 @@ class Command(BaseCommand):
                 children.append(
                     subprocess.Popen(
                         [
-                            sys.executable, "-m", "celery", "-A", "config", "beat",
-                            "--loglevel=WARNING", f"--schedule={schedule}",
+                            sys.executable,
+                            "-m",
+                            "celery",
+                            "-A",
+                            "config",
+                            "beat",
+                            "--loglevel=WARNING",
+                            f"--schedule={schedule}",
                         ],  # fmt: skip
                         env=env,
                     )
                 )
             children.append(
-                subprocess.Popen(
-                    [sys.executable, "manage.py", "runserver", addr, "--noreload", "--nostatic"], env=env
-                )
+                subprocess.Popen([sys.executable, "manage.py", "runserver", addr, "--noreload", "--nostatic"], env=env)
             )
             self.stdout.write(self.style.SUCCESS(f"Serving http://{addr}/ — Ctrl-C stops everything."))
             while all(child.poll() is None for child in children):
