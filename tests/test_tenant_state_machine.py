@@ -34,7 +34,7 @@ from tests.selection.test_traces import (
     embedding_cache,  # noqa: F401 - module-wide vectors
 )
 
-STEPS = int(os.environ.get("FG_TENANT_STEPS", "60"))
+STEPS = int(os.environ.get("FG_TENANT_STEPS", "40"))
 STEPS_PER_RUN = 10
 API = "/api/v1"
 
