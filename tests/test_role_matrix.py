@@ -434,8 +434,9 @@ def _fill(pattern: str, w) -> str:
         "slug": w["slug"], "name": w["corpus"], "fmt": "json", "unit_uid": "r1", "unit": "r1",
         "uid": "r1", "pk": str(w["trace"]), "trace_id": str(w["trace"]), "a": str(w["trace"]), "b": str(w["other"]),
         "backtest_id": str(w["backtest"]), "proposal_id": str(w["proposal"]), "evaluation_id": str(w["evaluation"]),
-        "job_id": str(w["job"]), "webhook_id": str(w["webhook"]), "number": "1", "rest": "no-such-operation", "id": str(w["users"]["lead"].pk),
+        "job_id": str(w["job"]), "number": "1", "rest": "no-such-operation", "id": str(w["users"]["lead"].pk),
         "object_id": str(w["users"]["lead"].pk), "content_type_id": "1", "app_label": "auth", "url": "nothing/",
+        "webhook_id": str(w["webhook"]),
     }  # fmt: skip
     url = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: values[m.group(1)], pattern)
     url = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: values[m.group(1)], url)
