@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
@@ -48,6 +49,7 @@ ERROR_STATUSES = {
     "413": "The upload is over a limit",
     "422": "A field is invalid; `errors` says which",
     "429": "Over a rate limit of the token or the user; `Retry-After` says when to try again",
+    "503": "The database cannot be reached; `Retry-After` says when to try again",
 }
 
 
@@ -322,6 +324,23 @@ def _corpus_refused(request, exc: CorpusError):
         for issue in exc.issues
     ]
     return problem(request, 422, "Corpus refused", exc.summary, slug="corpus-refused", errors=errors)
+
+
+# how long a client waits before it asks again while the database cannot be reached
+DATABASE_RETRY_AFTER = 5
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def _database_unavailable(request, exc):
+    # the database is down or restarting: a clear, quick answer to retry, never a hanging request;
+    # the next request opens a fresh connection (CONN_MAX_AGE) and is served once it is back
+    logger.warning("API request %s %s: database unavailable: %s", request.method, request.path, exc)
+    response = problem(
+        request, 503, "Service unavailable", "the database cannot be reached; retry shortly", slug="unavailable"
+    )
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER)
+    return response
 
 
 @api.exception_handler(Exception)
