@@ -65,6 +65,7 @@ def test_selections_survive_postgresql_and_redis_outages(tmp_path, django_user_m
     lead = django_user_model.objects.create_user("outage-lead")
     RoleGrant.objects.create(user=lead, project=lab.project, role="lead")
     token = tokens.token_create(user=lead, name="agent", project=lab.project, role="lead").secret
+    started_before = set(embedded.started_here)  # the servers this run stops at its end
     port = _free_port()
     env = {**os.environ, "FG_DATABASE_NAME": connection.settings_dict["NAME"], "FG_QUIET_EMBEDDED": "1"}
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
@@ -112,6 +113,7 @@ def test_selections_survive_postgresql_and_redis_outages(tmp_path, django_user_m
         stop.set()
         embedded.ensure_postgres()
         embedded.ensure_redis()
+        embedded.started_here.intersection_update(started_before)
         server.terminate()
         server.wait(30)
         log.close()
