@@ -17,9 +17,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Schema, Status
-from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
 from authority.errors import GovernanceError, InputRefused
@@ -47,6 +48,8 @@ ERROR_STATUSES = {
     "409": "The action conflicts with the object's state",
     "413": "The upload is over a limit",
     "422": "A field is invalid; `errors` says which",
+    "429": "Over a rate limit of the token or the user; `Retry-After` says when to try again",
+    "503": "The database cannot be reached; `Retry-After` says when to try again",
 }
 
 
@@ -202,6 +205,14 @@ def _unauthenticated(request, exc: AuthenticationError | None):
     )
 
 
+@api.exception_handler(Throttled)
+def _rate_limited(request, exc: Throttled):
+    # authority.ratelimits refused it before the body was read; ninja adds Retry-After
+    refused = getattr(request, "rate_limited", None)
+    detail = str(refused) if refused is not None else "too many requests"
+    return problem(request, 429, "Too many requests", detail, slug="rate-limited")
+
+
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
     titles = {400: "Bad request", 403: "Forbidden", 404: "Not found", 405: "Method not allowed", 413: "Too large"}
@@ -315,6 +326,23 @@ def _corpus_refused(request, exc: CorpusError):
     return problem(request, 422, "Corpus refused", exc.summary, slug="corpus-refused", errors=errors)
 
 
+# how long a client waits before it asks again while the database cannot be reached
+DATABASE_RETRY_AFTER = 5
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def _database_unavailable(request, exc):
+    # the database is down or restarting: a clear, quick answer to retry, never a hanging request;
+    # the next request opens a fresh connection (CONN_MAX_AGE) and is served once it is back
+    logger.warning("API request %s %s: database unavailable: %s", request.method, request.path, exc)
+    response = problem(
+        request, 503, "Service unavailable", "the database cannot be reached; retry shortly", slug="unavailable"
+    )
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER)
+    return response
+
+
 @api.exception_handler(Exception)
 def _unexpected(request, exc):
     logger.exception("API request %s %s failed", request.method, request.path)
@@ -331,6 +359,7 @@ def unknown_path(request, rest: str = ""):
 
 api.add_router("", "selection.api.router")
 api.add_router("", "governance.api.router")
+api.add_router("", "governance.webhooks.api.router")
 api.add_router("", "governance.proposals.api.router")
 api.add_router("", "backtest.api.router")
 

@@ -137,13 +137,54 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # outside the embedded mode a broker is required: a private redis would keep nothing and no
 # worker elsewhere would ever see a backtest
 CELERY_BROKER_URL = (
-    os.environ.get("CELERY_BROKER_URL") or embedded.ensure_redis()
-    if EMBEDDED
-    else env("CELERY_BROKER_URL")
+    os.environ.get("CELERY_BROKER_URL") or embedded.ensure_redis() if EMBEDDED else env("CELERY_BROKER_URL")
 )
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or CELERY_BROKER_URL
+
+
+def redis_cache_location(url: str) -> str:
+    """The broker's redis as redis-py names it (kombu writes a unix socket redis+socket://)."""
+    parts = urlparse(url)
+    if parts.scheme == "redis+socket":
+        database = parse_qs(parts.query).get("virtual_host", ["0"])[0]
+        return f"unix://{parts.path}?db={database}"
+    return url
+
+
+# the rate limits' counters live in the broker's redis, shared by every web process
+# (authority/ratelimits.py); short time-outs: without redis a request is let through at once
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "ratelimits": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": redis_cache_location(CELERY_BROKER_URL),
+        "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
+    }
+    if CELERY_BROKER_URL.startswith(("redis", "rediss", "unix"))
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+}
+# requests per seconds, for each API token and for each user (all their tokens and session):
+# FG_RATE_<KIND>="<requests>/<seconds>" per token, FG_RATE_<KIND>_USER per user; 0 requests: no
+# limit (docs/trust.md)
+_RATE_DEFAULTS = {
+    "select": ("600/60", "1200/60"),
+    "write": ("120/60", "240/60"),
+    "evaluation": ("20/600", "40/600"),
+    "upload": ("10/600", "20/600"),
+}
+FG_RATE_LIMITS = {
+    kind: {"token": env(f"FG_RATE_{kind.upper()}", token), "user": env(f"FG_RATE_{kind.upper()}_USER", user)}
+    for kind, (token, user) in _RATE_DEFAULTS.items()
+}
+FG_RATE_KEY_PREFIX = env("FG_RATE_KEY_PREFIX", "fg-rate")
 # a failed webhook delivery waits this × 2^attempt before the next (5 attempts in all)
 FG_WEBHOOK_BACKOFF_SECONDS = float(env("FG_WEBHOOK_BACKOFF_SECONDS", "2"))
+# webhooks POST to https targets at public addresses only (governance/webhooks/targets.py, docs/trust.md):
+# plain http is for development; the allow-list names hosts or networks inside that may be reached
+FG_WEBHOOK_ALLOW_HTTP = env_bool("FG_WEBHOOK_ALLOW_HTTP", False)
+FG_WEBHOOK_ALLOWED_HOSTS = [h.strip() for h in env("FG_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()]
+FG_WEBHOOK_CONNECT_TIMEOUT = float(env("FG_WEBHOOK_CONNECT_TIMEOUT", "5"))
+FG_WEBHOOK_READ_TIMEOUT = float(env("FG_WEBHOOK_READ_TIMEOUT", "10"))
 CELERY_TASK_DEFAULT_QUEUE = env("FG_CELERY_QUEUE", "frame-governance")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -208,9 +249,7 @@ AXES_COOLOFF_TIME = float(env("FG_LOGIN_COOLOFF_HOURS", "0.25"))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 # behind a proxy the client address is the proxy's unless this names the forwarded header
-AXES_IPWARE_META_PRECEDENCE_ORDER = (
-    [env("FG_CLIENT_IP_HEADER")] if env("FG_CLIENT_IP_HEADER", "") else ["REMOTE_ADDR"]
-)
+AXES_IPWARE_META_PRECEDENCE_ORDER = [env("FG_CLIENT_IP_HEADER")] if env("FG_CLIENT_IP_HEADER", "") else ["REMOTE_ADDR"]
 
 if not EMBEDDED:
     # served over HTTPS: cookies never travel in clear, browsers remember to use HTTPS (HSTS).

@@ -4,7 +4,8 @@ and memory's: remember, supersede, refute, close_loop and recall_unit.
 Each tool authenticates with a personal API token, the same tokens and scopes as the HTTP API:
 over streamable HTTP from the `Authorization: Bearer` header, over stdio (`manage.py mcp`) from
 FG_API_TOKEN. It then calls the same services and selectors as the API routes, so an agent can do
-exactly what its token's owner could through the pages, and no more.
+exactly what its token's owner could through the pages, and no more, within the same rate limits
+(authority.ratelimits: `select` counts as a selection, `report_outcome` as a write).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from authority import access
 from authority.errors import GovernanceError
+from authority.ratelimits import RateLimited, rate_check
 from selection import serving
 from selection.engine.types import WorkSignal
 from selection.evaluation.ladder import EvaluationError
@@ -80,6 +82,8 @@ def _call(ctx: Context | None, action):
         raise ToolError(f"not found: {error}") from error
     except (SelectionError, EvaluationError, GovernanceError) as error:
         raise ToolError(str(error)) from error
+    except RateLimited as error:
+        raise ToolError(f"rate limited: {error}") from error
     finally:
         close_old_connections()
 
@@ -104,6 +108,7 @@ def build_server() -> MCPServer:
         project_state, tool_result, failing_test, scheduled_job, event, agent_task."""
 
         def run(user):
+            rate_check(user, "select")
             work_signals = tuple(
                 WorkSignal(id=str(s.get("id", f"s{i}")), kind=str(s.get("kind", "")), content=str(s.get("content", "")))
                 for i, s in enumerate(signals or [])
@@ -157,6 +162,7 @@ def build_server() -> MCPServer:
         failed (the answer failed although the evidence was present)."""
 
         def run(user):
+            rate_check(user, "write")
             outcome = serving.outcome_report(
                 user=user, trace_id=trace_id, verdict=verdict, note=note, missing_units=missing_units or ()
             )
@@ -209,7 +215,7 @@ def _memory_tools(server: MCPServer) -> None:
         refutes, paths, ...). With `idempotency_key`, a retry is applied once. Under the frame's
         candidate admission the unit waits for a reviewer before it is selected."""
         unit = _unit_fields(text, evidence_class, title, subject, facet, valid_from, open_loop, fields)
-        return _call(ctx, lambda user: memory_writes.unit_create(
+        return _write(ctx, lambda user: memory_writes.unit_create(
             actor=user, project=_project(project), fields=unit, via="mcp", idempotency_key=idempotency_key
         ).document)  # fmt: skip
 
@@ -230,7 +236,7 @@ def _memory_tools(server: MCPServer) -> None:
         """Write a unit that supersedes `unit_ids` (a decision changed): their validity closes at its
         `valid_from` (now when not given)."""
         unit = _unit_fields(text, evidence_class, title, subject, facet, valid_from, None, fields)
-        return _call(ctx, lambda user: memory_writes.unit_supersede(
+        return _write(ctx, lambda user: memory_writes.unit_supersede(
             actor=user, project=_project(project), targets=unit_ids, fields=unit, via="mcp",
             idempotency_key=idempotency_key,
         ).document)  # fmt: skip
@@ -249,7 +255,7 @@ def _memory_tools(server: MCPServer) -> None:
         """Refute `unit_id` (a claim disproved): with `text` and `evidence_class`, a new unit saying
         why; or `source`, an existing unit of the project marked as refuting it."""
         unit = None if source else _unit_fields(text, evidence_class, title, None, None, None, None, None)
-        return _call(ctx, lambda user: memory_writes.unit_refute(
+        return _write(ctx, lambda user: memory_writes.unit_refute(
             actor=user, project=_project(project), target=unit_id, fields=unit, source=source, via="mcp",
             idempotency_key=idempotency_key,
         ).document)  # fmt: skip
@@ -261,7 +267,7 @@ def _memory_tools(server: MCPServer) -> None:
     ) -> dict[str, Any]:  # fmt: skip
         """Close the open loop `unit_id` (a todo done, a question answered); `reopen`: open it again."""
         write = memory_writes.loop_reopen if reopen else memory_writes.loop_close
-        return _call(ctx, lambda user: write(
+        return _write(ctx, lambda user: write(
             actor=user, project=_project(project), uid=unit_id, via="mcp", idempotency_key=idempotency_key
         ).document)  # fmt: skip
 
@@ -279,6 +285,16 @@ def _memory_tools(server: MCPServer) -> None:
             return unit_document(unit)
 
         return _call(ctx, run)
+
+
+def _write(ctx: Context | None, action) -> Any:
+    """A memory write: the token's or user's write rate limit first, then the write service."""
+
+    def run(user):
+        rate_check(user, "write")
+        return action(user)
+
+    return _call(ctx, run)
 
 
 def _jsonable(doc):

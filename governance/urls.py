@@ -29,6 +29,11 @@ urlpatterns = [
     path("proposals/<int:pk>/revert/", revert_views.proposal_revert_request, name="proposal-revert-request"),
     path("proposals/<int:pk>/revert/confirm/", revert_views.proposal_revert_confirm, name="proposal-revert-confirm"),
     path("projects/<slug:slug>/webhooks/", webhook_views.project_webhooks, name="project-webhooks"),
+    path(
+        "projects/<slug:slug>/webhooks/<int:pk>/rotate/",
+        webhook_views.webhook_secret_rotate,
+        name="project-webhook-rotate",
+    ),
     path("projects/<slug:slug>/rollback/", editor_views.proposal_rollback, name="proposal-rollback"),
     path("audit/", views.audit_log, name="audit-log"),
     path("settings/tokens/", token_views.token_list, name="api-tokens"),

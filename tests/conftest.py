@@ -68,6 +68,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture
+def loopback_webhooks(settings):
+    """Webhooks may reach the tests' local receivers (tests.receiver, plain http on 127.0.0.1),
+    as a development set-up allows them to; the session's worker gets the same settings."""
+    settings.FG_WEBHOOK_ALLOW_HTTP = True
+    settings.FG_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+
+
+@pytest.fixture
 def make_project(db):
     """A corpus + project with a promoted frame version 1, built through the models."""
     from authority.models import FrameVersion, Promotion

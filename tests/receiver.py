@@ -8,8 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Receiver:
-    def __init__(self, statuses=(200,)):
+    def __init__(self, statuses=(200,), headers=None):
         self.statuses = list(statuses)  # one per request; the last repeats
+        answer_headers = dict(headers or {})  # sent with every answer (a redirect's Location)
         self.requests: list[dict] = []
         receiver = self
 
@@ -19,6 +20,8 @@ class Receiver:
                 receiver.requests.append({"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
                 index = min(len(receiver.requests), len(receiver.statuses)) - 1
                 self.send_response(receiver.statuses[index])
+                for name, value in answer_headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
 
             def log_message(self, *args):

@@ -46,9 +46,7 @@ def world(db, tmp_path, django_user_model, make_project, django_capture_on_commi
 
     secrets = {
         "token:read": tokens.token_create(user=users["lead"], name="read").secret,
-        "token:other_lead": tokens.token_create(
-            user=users["other_lead"], name="far", project=far, role="lead"
-        ).secret,
+        "token:other_lead": tokens.token_create(user=users["other_lead"], name="far", project=far, role="lead").secret,
     }
     for role in ("auditor", "reviewer", "lead"):
         secrets[f"token:{role}"] = tokens.token_create(
@@ -64,8 +62,14 @@ def world(db, tmp_path, django_user_model, make_project, django_capture_on_commi
         backtest = backtest_services.backtest_enqueue(proposal=proposal, requested_by=None)
     evaluation = evaluation_run(corpus=lab.corpus, conditions=["C6"], actor=users["lead"])
     job = Job.objects.create(kind=JobKind.EVALUATION, corpus=lab.corpus, requested_by=users["lead"])
+    from governance.models import WebhookEndpoint
+
+    hook = WebhookEndpoint.objects.create(
+        project=lab.project, url="https://hooks.example.com/", secret="s" * 64, events=[]
+    )
     return {
         "job": job.pk,
+        "webhook": hook.pk,
         "users": users,
         "tokens": secrets,
         "slug": lab.project.slug,
@@ -156,7 +160,10 @@ def pages(w):
         ("api-token-revoke", "post", reverse("api-token-revoke", args=[999999]), {}, anyone),
         ("proposal-preview", "post", reverse("proposal-preview", args=[s]), {"class_pull": "4"}, member),
         (
-            "proposal-promote-confirm", "get", reverse("proposal-promote-confirm", args=[w["proposal"]]), None,
+            "proposal-promote-confirm",
+            "get",
+            reverse("proposal-promote-confirm", args=[w["proposal"]]),
+            None,
             only("lead"),
         ),
         ("proposal-backtest-start", "post", reverse("proposal-backtest-start", args=[w["proposal"]]), {}, only("lead")),
@@ -177,10 +184,14 @@ def pages(w):
             only("lead", "reviewer"),
         ),
         (
-            "proposal-comment", "post", reverse("proposal-comment", args=[w["proposal"]]), {"body": ""},
+            "proposal-comment",
+            "post",
+            reverse("proposal-comment", args=[w["proposal"]]),
+            {"body": ""},
             only("lead", "reviewer"),
         ),
         ("project-webhooks", "get", reverse("project-webhooks", args=[s]), None, only("lead")),
+        ("project-webhook-rotate", "post", reverse("project-webhook-rotate", args=[s, w["webhook"]]), {}, only("lead")),
         ("trace-queue", "get", reverse("trace-queue"), None, anyone),
         ("trace-label", "get", reverse("trace-label", args=[t]), None, member),
         ("trace-label", "post", reverse("trace-label", args=[t]), {"uid": ""}, only("lead", "reviewer")),
@@ -292,30 +303,42 @@ def api_operations(w):
         ("get", f"{v}/traces/{{a}}/diff/{{b}}"): (f"{v}/traces/{t}/diff/{o}", None, READERS),
         ("post", f"{v}/traces/{{trace_id}}/verify"): (f"{v}/traces/{t}/verify", {}, READERS),
         ("get", f"{v}/traces/{{trace_id}}/counterfactual/{{unit}}"): (
-            f"{v}/traces/{t}/counterfactual/r1", None, READERS,
+            f"{v}/traces/{t}/counterfactual/r1",
+            None,
+            READERS,
         ),
         # an outcome is an agent's report: any role in the project, not a read-only token
         ("post", f"{v}/traces/{{trace_id}}/outcomes"): (
-            f"{v}/traces/{t}/outcomes", {"verdict": "helped"}, READERS - {"token:read"},
+            f"{v}/traces/{t}/outcomes",
+            {"verdict": "helped"},
+            READERS - {"token:read"},
         ),
         ("get", f"{v}/corpora"): (f"{v}/corpora", None, SIGNED),
         ("post", f"{v}/corpora"): (f"{v}/corpora", "archive", NOBODY),
         ("get", f"{v}/corpora/{{name}}/evaluations"): (f"{v}/corpora/{c}/evaluations", None, CORPUS_READERS),
         ("post", f"{v}/corpora/{{name}}/evaluations"): (
-            f"{v}/corpora/{c}/evaluations", {"conditions": ["no-such-condition"]}, {"lead", "token:lead"},
+            f"{v}/corpora/{c}/evaluations",
+            {"conditions": ["no-such-condition"]},
+            {"lead", "token:lead"},
         ),
         ("get", f"{v}/evaluations/{{evaluation_id}}"): (f"{v}/evaluations/{e}", None, CORPUS_READERS),
         ("get", f"{v}/jobs/{{job_id}}"): (f"{v}/jobs/{j}", None, CORPUS_READERS),
         ("post", f"{v}/proposals"): (
-            f"{v}/proposals", {"project": s, "title": "t", "patch": {"class_pull": 7}}, {"lead", "token:lead"},
+            f"{v}/proposals",
+            {"project": s, "title": "t", "patch": {"class_pull": 7}},
+            {"lead", "token:lead"},
         ),
         ("get", f"{v}/proposals/{{proposal_id}}"): (f"{v}/proposals/{p}", None, READERS),
         ("post", f"{v}/proposals/{{proposal_id}}/promotion"): (
-            f"{v}/proposals/{p}/promotion", {}, {"lead", "token:lead"},
+            f"{v}/proposals/{p}/promotion",
+            {},
+            {"lead", "token:lead"},
         ),
         ("get", f"{v}/backtests/{{backtest_id}}"): (f"{v}/backtests/{b}", None, READERS),
         ("post", f"{v}/backtests/{{backtest_id}}/reviews"): (
-            f"{v}/backtests/{b}/reviews", {"verdict": "approve"}, {"reviewer", "token:reviewer"},
+            f"{v}/backtests/{b}/reviews",
+            {"verdict": "approve"},
+            {"reviewer", "token:reviewer"},
         ),
         # split (a proposal of one part is refused with a 422, past the access check)
         ("post", f"{v}/proposals/{{proposal_id}}/split"): (f"{v}/proposals/{p}/split", {}, {"lead", "token:lead"}),
@@ -323,18 +346,38 @@ def api_operations(w):
         # (a proposal over the current version has nothing to rebase; a blank reason; a rollback to
         # the current version; a blank comment; a label of no unit)
         ("post", f"{v}/proposals/{{proposal_id}}/rebase"): (
-            f"{v}/proposals/{p}/rebase", {"resolutions": {}}, {"lead", "token:lead"},
+            f"{v}/proposals/{p}/rebase",
+            {"resolutions": {}},
+            {"lead", "token:lead"},
         ),
         ("post", f"{v}/proposals/{{proposal_id}}/close"): (
-            f"{v}/proposals/{p}/close", {"reason": " "}, {"lead", "token:lead"},
+            f"{v}/proposals/{p}/close",
+            {"reason": " "},
+            {"lead", "token:lead"},
         ),
         ("post", f"{v}/rollbacks"): (f"{v}/rollbacks", {"project": s, "version": 1}, {"lead", "token:lead"}),
         ("post", f"{v}/proposals/{{proposal_id}}/comments"): (
-            f"{v}/proposals/{p}/comments", {"body": " "}, {"lead", "reviewer", "token:lead", "token:reviewer"},
+            f"{v}/proposals/{p}/comments",
+            {"body": " "},
+            {"lead", "reviewer", "token:lead", "token:reviewer"},
         ),
         ("get", f"{v}/proposals/{{proposal_id}}/timeline"): (f"{v}/proposals/{p}/timeline", None, READERS),
         ("post", f"{v}/traces/{{trace_id}}/task"): (
-            f"{v}/traces/{t}/task", {"labels": {}}, {"lead", "reviewer", "token:lead", "token:reviewer"},
+            f"{v}/traces/{t}/task",
+            {"labels": {}},
+            {"lead", "reviewer", "token:lead", "token:reviewer"},
+        ),
+        # a project's webhooks and their secrets: the lead's (an ftp URL is refused past the check)
+        ("get", f"{v}/projects/{{slug}}/webhooks"): (f"{v}/projects/{s}/webhooks", None, {"lead", "token:lead"}),
+        ("post", f"{v}/projects/{{slug}}/webhooks"): (
+            f"{v}/projects/{s}/webhooks",
+            {"url": "ftp://x.test/", "events": []},
+            {"lead", "token:lead"},
+        ),
+        ("post", f"{v}/projects/{{slug}}/webhooks/{{webhook_id}}/secret"): (
+            f"{v}/projects/{s}/webhooks/{w['webhook']}/secret",
+            {},
+            {"lead", "token:lead"},
         ),
         # the project's frame health readings
         ("get", f"{v}/projects/{{slug}}/health"): (f"{v}/projects/{s}/health", None, READERS),
@@ -455,6 +498,7 @@ def _fill(pattern: str, w) -> str:
         "backtest_id": str(w["backtest"]), "proposal_id": str(w["proposal"]), "evaluation_id": str(w["evaluation"]),
         "job_id": str(w["job"]), "number": "1", "rest": "no-such-operation", "id": str(w["users"]["lead"].pk),
         "object_id": str(w["users"]["lead"].pk), "content_type_id": "1", "app_label": "auth", "url": "nothing/",
+        "webhook_id": str(w["webhook"]),
     }  # fmt: skip
     url = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: values[m.group(1)], pattern)
     url = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: values[m.group(1)], url)

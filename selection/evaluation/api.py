@@ -13,6 +13,7 @@ from django.http import Http404, HttpResponse
 from django.urls import reverse
 from ninja import Field, Router, Schema, Status
 
+from authority.ratelimits import rate_limit
 from selection.api_fields import Id, Text
 from selection.evaluation import jobs
 from selection.evaluation.report import corpus_evaluations, corpus_for_name, evaluation_for_pk, evaluation_task_sets
@@ -140,6 +141,7 @@ def evaluation_list(request, name: Text):
     response={202: JobOut},
     url_name="evaluation-create",
     summary="Run an evaluation of a corpus",
+    throttle=rate_limit("evaluation"),
 )
 def evaluation_create(request, response: HttpResponse, name: Text, body: EvaluationIn):
     """Queued for a worker (a lead of one of the corpus's projects); follow the job to its result."""

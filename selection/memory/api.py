@@ -9,6 +9,7 @@ from django.urls import reverse
 from ninja import File, Router, Schema
 from ninja.files import UploadedFile
 
+from authority.ratelimits import rate_limit
 from selection.evaluation import jobs
 from selection.evaluation.api import JobOut, job_accepted
 from selection.memory import selectors
@@ -52,6 +53,7 @@ def corpus_list(request):
     response={202: JobOut},
     url_name="corpus-import",
     summary="Import a corpus archive",
+    throttle=rate_limit("upload"),
 )
 def corpus_upload(request, response: HttpResponse, archive: File[UploadedFile]):
     """A .tar.gz or .zip of a corpus in the interchange format (superusers). It is checked in full

@@ -1,12 +1,15 @@
 """Writes of local overlays: a user's private units in one project, kept apart from the corpus.
 
 They are never exported (selection/memory/exporting.py reads MemoryUnit only) and never imported.
+Each put and removal writes its audit row in its transaction, naming the unit by id only: its
+text stays the user's.
 """
 
 from __future__ import annotations
 
 from django.db import transaction
 
+from authority.audit import audit_record
 from selection.corpus.places import IDENTIFIER
 from selection.models import LocalUnit, Project
 
@@ -47,9 +50,21 @@ def local_unit_put(
                 "supersedes": list(supersedes),
             },
         )
+        audit_record(
+            actor=user, project=project, action="local_unit.put", obj=unit,
+            summary=f"local unit {uid} ({evidence_class})", payload={"uid": uid, "evidence_class": evidence_class},
+        )  # fmt: skip
     return unit
 
 
 def local_unit_remove(*, user, project: Project, uid: str) -> bool:
-    deleted, _ = LocalUnit.objects.filter(user=user, project=project, uid=uid).delete()
-    return bool(deleted)
+    with transaction.atomic():
+        unit = LocalUnit.objects.select_for_update().filter(user=user, project=project, uid=uid).first()
+        if unit is None:
+            return False
+        audit_record(
+            actor=user, project=project, action="local_unit.removed", obj=unit,
+            summary=f"local unit {uid} removed", payload={"uid": uid},
+        )  # fmt: skip
+        unit.delete()
+    return True

@@ -14,6 +14,7 @@ from typing import Literal
 from django.urls import reverse
 from ninja import Field, Router, Schema
 
+from authority.ratelimits import rate_limit
 from selection.api_fields import MAX_TEXT, Text
 from selection.engine.routing.report import routing_summary
 from selection.engine.routing.types import RoutingInputs
@@ -140,6 +141,7 @@ class SelectOut(Schema):
     response=SelectOut,
     url_name="select",
     summary="Select a context bundle",
+    throttle=rate_limit("select"),
 )
 def select(request, body: SelectIn):
     """Build the bundle for a request under the project's promoted frame; the trace is stored
@@ -213,4 +215,3 @@ def _routing_document(report) -> dict | None:
     summary = routing_summary(report)
     keys = ("completeness", "work_type", "dispositions", "conflicts", "refused", "refusal")
     return {key: summary[key] for key in keys}
-

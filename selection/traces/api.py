@@ -16,6 +16,7 @@ from django.http import Http404
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 
+from authority.ratelimits import rate_limit
 from selection.api_fields import MAX_TEXT, Id, Text
 from selection.engine.explain import trace_diff
 from selection.traces import labelling, outcomes, selectors
@@ -130,7 +131,6 @@ class CounterfactualReportOut(Schema):
     baseline: ProbeOut
     reproduces: bool
     options: list[CounterfactualOut]
-
 
 
 def trace_url(pk: int) -> str:
@@ -317,6 +317,7 @@ def outcome_document(outcome) -> dict:
     response={201: OutcomeOut},
     url_name="trace-outcomes",
     summary="Report how a bundle served the work",
+    throttle=rate_limit("write"),
 )
 def trace_outcome(request, trace_id: Id, body: OutcomeIn):
     """An agent's feedback on a bundle it used: helped, partial, missed (lacked something),
@@ -354,6 +355,7 @@ class LabelledTaskOut(Schema):
     response={201: LabelledTaskOut},
     url_name="trace-label",
     summary="Turn a trace into a labelled evaluation task",
+    throttle=rate_limit("write"),
 )
 def trace_label(request, trace_id: Id, body: TraceLabelIn):
     """The trace's request becomes a task of its project with `labels` as its ledger; the project's

@@ -61,6 +61,9 @@ ENDPOINTS = {
     ("post", "/api/v1/projects/{slug}/units/{uid}/decline"),
     ("get", "/api/v1/health/live"),
     ("get", "/api/v1/health/ready"),
+    ("get", "/api/v1/projects/{slug}/webhooks"),
+    ("post", "/api/v1/projects/{slug}/webhooks"),
+    ("post", "/api/v1/projects/{slug}/webhooks/{webhook_id}/secret"),
 }
 
 

@@ -109,6 +109,9 @@ def celery_worker_process(django_db_setup, tmp_path_factory):
         "FG_DATABASE_NAME": connection.settings_dict["NAME"],
         "FG_CELERY_QUEUE": queue,
         "FG_QUIET_EMBEDDED": "1",
+        # webhooks reach the tests' local receivers (the loopback_webhooks fixture's settings)
+        "FG_WEBHOOK_ALLOW_HTTP": "1",
+        "FG_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
         "PYTHONUNBUFFERED": "1",
     }
     command = [

@@ -23,7 +23,7 @@ from selection.serving.selections import replay_task
 from selection.traces import labelling
 from tests.receiver import Receiver
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_webhooks")]
 
 PROJECTS = {"sift", "quill", "patchwork"}
 
@@ -88,8 +88,11 @@ def test_an_import_and_the_daily_run_read_health_on_the_worker_and_alert_once(
         # the same day again: every reading is there already, nothing is read or sent twice
         app.send_task(entry["task"], kwargs={"day": "2026-12-01"})
         # twice, a second apart: the daily task fans out before it ends
-        _wait("the worker to be idle", lambda: _idle(celery_worker_process) and time.sleep(1) is None
-              and _idle(celery_worker_process), timeout=120)
+        _wait(
+            "the worker to be idle",
+            lambda: _idle(celery_worker_process) and time.sleep(1) is None and _idle(celery_worker_process),
+            timeout=120,
+        )
         assert FrameHealth.objects.filter(trigger="schedule").count() == 3
     daily = FrameHealth.objects.get(project=sift, trigger="schedule")
     assert daily.task_set_version == 2

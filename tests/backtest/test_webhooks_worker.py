@@ -14,7 +14,7 @@ from governance.proposals import services
 from governance.webhooks import services as webhooks
 from tests.receiver import Receiver
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_webhooks")]
 
 FRAME = {"purpose": "p", "scope": ["hooks"], "default_classes": ["rule"], "work_types": {"review": ["rule"]}}
 

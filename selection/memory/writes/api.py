@@ -16,6 +16,7 @@ from ninja import Field, Router, Schema, Status
 from pydantic import ConfigDict
 
 from authority import access
+from authority.ratelimits import rate_limit
 from selection.memory.writes import admission, services
 from selection.memory.writes.records import MemoryWrite, unit_document
 from selection.models import MemoryUnit, Project
@@ -112,7 +113,7 @@ def _key(request) -> str | None:
     return request.headers.get(KEY_HEADER)
 
 
-WRITES = {"response": {201: WriteOut}}
+WRITES = {"response": {201: WriteOut}, "throttle": rate_limit("write")}
 
 
 @router.post("/projects/{slug}/units", url_name="memory-unit-create", summary="Write a unit", **WRITES)
@@ -184,7 +185,7 @@ def memory_loop_reopen(request, response: HttpResponse, slug: str, uid: str):
 
 
 @router.post("/projects/{slug}/units/{uid}/admit", url_name="memory-unit-admit", summary="Admit a candidate",
-             response=WriteOut)  # fmt: skip
+             response=WriteOut, throttle=rate_limit("write"))  # fmt: skip
 def memory_unit_admit(request, slug: str, uid: str, body: DecisionIn):
     """A lead or a reviewer (not the candidate's writer), with a reason kept in the audit log."""
     return admission.unit_admit(actor=request.auth, project=_project(slug), uid=uid, reason=body.reason,
@@ -192,7 +193,7 @@ def memory_unit_admit(request, slug: str, uid: str, body: DecisionIn):
 
 
 @router.post("/projects/{slug}/units/{uid}/decline", url_name="memory-unit-decline", summary="Decline a candidate",
-             response=WriteOut)  # fmt: skip
+             response=WriteOut, throttle=rate_limit("write"))  # fmt: skip
 def memory_unit_decline(request, slug: str, uid: str, body: DecisionIn):
     return admission.unit_decline(actor=request.auth, project=_project(slug), uid=uid, reason=body.reason,
                                   via="api").document  # fmt: skip
