@@ -56,6 +56,14 @@ EXEMPT = {
     ("governance/webhooks/services.py", "on_audit"): "runs in the audited write's transaction",
     ("governance/webhooks/services.py", "webhook_attempt"): "a delivery attempt, recorded on the delivery",
     ("backtest/health/services.py", "health_check"): "a reading; audited only when failing gates change",
+    ("selection/memory/markdown_reimport.py", "apply_differences"): "runs in the re-import's transaction, which audits",
+    ("selection/memory/markdown_reimport.py", "mark_candidates"): "runs in the import's transaction, which audits",
+    ("selection/memory/writes/idempotency.py", "write_once"): "the transaction of a memory write, which audits",
+    ("selection/memory/writes/records.py", "memory_rewritten"): "runs in the erasure's transaction, which audits",
+    ("selection/memory/writes/records.py", "supersession_close"): "runs in a memory write's transaction",
+    ("selection/memory/writes/records.py", "unit_record"): "builds a units.jsonl object; writes nothing",
+    ("selection/memory/query_encoder.py", "torch_graph_save"): "a file of the model's traced graph, no row",
+    ("selection/serving/warm_up.py", "warm_up_start"): "starts the warm-up thread, no row",
 }
 # tables whose rows are written without an audit row of their own (see EXEMPT)
 UNAUDITED_TABLES = {
@@ -159,6 +167,8 @@ CALLS = [
     (("backtest/judging.py", "backtest_fail"), "backtest.failed"),
     (("backtest/review/services.py", "backtest_review"), "backtest.rejected"),
     (("selection/memory/erasure.py", "unit_erase"), "unit.erased"),
+    (("selection/memory/writes/services.py", "unit_create"), "unit.created"),
+    (("selection/memory/writes/services.py", "unit_supersede"), "unit.superseded"),
 ]
 
 
@@ -178,6 +188,7 @@ def test_every_service_writes_inside_a_transaction_with_its_audit_row(tmp_path, 
     from governance.webhooks import services as webhooks
     from selection.evaluation.ladder import evaluation_run
     from selection.memory import erasure, local_overlays
+    from selection.memory.writes import services as memory_writes
     from selection.models import MemoryUnit, TraceCandidate
     from selection.traces import labelling, outcomes, retention
     from tests.selection.test_traces import Lab
@@ -232,6 +243,14 @@ def test_every_service_writes_inside_a_transaction_with_its_audit_row(tmp_path, 
             reviews.backtest_review(backtest=backtest, reviewer=reviewer, verdict="reject", comment="no")
         return writes
 
+    def written_fields(text):
+        return {"class": MemoryUnit.objects.filter(project=project).first().evidence_class, "text": text}
+
+    def unit_create():
+        made["written"] = memory_writes.unit_create(
+            actor=lead, project=project, fields=written_fields("a finding"), via="api"
+        ).unit
+
     def unit_erase():
         unit = MemoryUnit.objects.filter(project=project).first()
         erasure.unit_erase(unit=unit, lead=lead, reason="asked to", now=timezone.now() + timedelta(seconds=1))
@@ -257,6 +276,10 @@ def test_every_service_writes_inside_a_transaction_with_its_audit_row(tmp_path, 
         "backtest_fail": lambda: judging.backtest_fail(backtest_id=made["backtest"].pk, error="the test stops it"),
         "backtest_review": backtest_review,
         "unit_erase": unit_erase,
+        "unit_create": unit_create,
+        "unit_supersede": lambda: memory_writes.unit_supersede(
+            actor=lead, project=project, targets=[made["written"]], fields=written_fields("a later finding"), via="api"
+        ),
     }
     problems = []
     for (module, name), action in CALLS:

@@ -35,7 +35,8 @@ def test_a_lead_creates_a_unit_with_its_change_vector_and_audit_row(sift, people
     assert change.sequence == before.sequence + 1 == write.document["sequence"] == unit.created_sequence
     assert change.state["text"] == NEW["text"] and change.state["status"] == "active"
     after = Corpus.objects.get(pk=sift.corpus_id)
-    assert after.sequence == before.sequence + 1 and after.revision == before.revision + 1
+    # a write moves the sequence every process tails, not the revision (which forces a rebuild)
+    assert after.sequence == before.sequence + 1 and after.revision == before.revision
     (entry,) = _audit("unit.created")
     assert entry.actor == people["lead"] and entry.object_id == str(unit.pk)
 
