@@ -51,7 +51,7 @@ def signature(secret: str, body: bytes) -> str:
 
 def webhook_create(*, project: Project, lead, url: str, events: list[str]) -> WebhookEndpoint:
     """A lead adds an endpoint; its secret is generated here and shown on the webhooks page."""
-    access.access_promote(lead, project)  # the lead's right, like promoting
+    access.access_webhooks(lead, project)
     url = (url or "").strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:

@@ -17,7 +17,7 @@ from . import services as webhooks
 def project_webhooks(request, slug: str):
     """A lead's page: the project's signed webhooks, adding one, and the log of every delivery."""
     project = selectors.project_for_slug(slug=slug)
-    caps = access.access_promote(request.user, project)
+    caps = access.access_webhooks(request.user, project)
     error, status = "", 200
     if request.method == "POST":
         try:
