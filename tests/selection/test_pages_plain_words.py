@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from django.db import transaction
 from django.urls import reverse
 
@@ -18,7 +17,17 @@ from selection.engine.conditions import CONDITIONS
 from selection.engine.explain.glossary import anchor
 from selection.engine.reason_codes import ReasonCode
 
-from .test_traces import auditor_client, detail, embedding_cache, lab, people  # noqa: F401
+from . import test_traces as trace_lab
+
+# the trace explorer's tiny corpus, its people and its cached vectors (tests/selection/test_traces.py)
+embedding_cache, lab, people, auditor_client = (
+    trace_lab.embedding_cache,
+    trace_lab.lab,
+    trace_lab.people,
+    trace_lab.auditor_client,
+)
+detail = trace_lab.detail
+GLOSSARY_LINK = '<a class="gloss" href="{href}#([^"]+)" title="([^"]+)"><code>{code}</code></a>'
 
 
 def _section(html: str, start: str, end: str = "</section>") -> str:
@@ -132,10 +141,7 @@ def test_every_code_links_to_its_glossary_entry_with_a_one_line_tooltip(lab, aud
         for code in set(codes):
             if code in ("EXPLICIT",):
                 continue
-            link = re.search(
-                rf'<a class="gloss" href="{reverse("glossary")}#([^"]+)" title="([^"]+)"><code>{re.escape(code)}</code></a>',
-                html,
-            )
+            link = re.search(GLOSSARY_LINK.format(href=reverse("glossary"), code=re.escape(code)), html)
             bare = html.count(f"<code>{code}</code>")
             linked = len(re.findall(rf'"><code>{re.escape(code)}</code></a>', html))
             assert link and bare == linked, f"{url}: {code} is shown without its glossary link"
