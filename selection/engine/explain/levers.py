@@ -123,6 +123,9 @@ def stop_rule_levers(runner: Runner, trace: ContextTrace) -> list[Counterfactual
                 lambda v: f"{v} unlisted-class items",
             )
         )
+    if policy.rule == "relative" and not unlisted and policy.tier_cap is not None:
+        if not any(o.found for o in options):  # neither field alone admits it: both together
+            options.append(_floor_and_cap(runner))
     if unlisted and (policy.rule == "unlisted" or policy.unlisted_floor is not None):
         was = DEFAULT_UNLISTED_FLOOR if policy.unlisted_floor is None else policy.unlisted_floor
         options.append(
@@ -148,6 +151,70 @@ def stop_rule_levers(runner: Runner, trace: ContextTrace) -> list[Counterfactual
         )
     )
     return options
+
+
+def _floor_and_cap(runner: Runner) -> Counterfactual:
+    """The floor lowered and the tier cap raised together, for a unit neither admits alone: both
+    loosened one step at a time until it is admitted, then each tightened back while it stays
+    admitted (so neither field moves further than the other needs)."""
+    before = runner.runs
+    frame = runner.request.project_frame
+    policy = frame.admission
+    kind, title = "stop_floor_and_cap", "A lower floor and a larger tier cap together"
+
+    def make(floor, cap):
+        changed = replace(policy, floor=floor, tier_cap=cap, origin="frame")
+        return replace(runner.request, project_frame=replace(frame, admission=changed))
+
+    def admits(floor, cap):
+        result = runner.run(make(floor, cap))
+        probe = runner.probe(f"floor {floor:g}, tier cap {cap}", result)
+        return runner.admitted(probe), probe, result
+
+    floors = _floors(policy.floor) or [policy.floor]
+    steps = max(len(floors), MAX_CAP_RAISE)
+    found = None
+    for step in range(1, steps + 1):
+        floor, cap = floors[min(step, len(floors)) - 1], policy.tier_cap + min(step, MAX_CAP_RAISE)
+        ok, probe, result = admits(floor, cap)
+        if ok:
+            found = (floor, cap, probe, result)
+            break
+        previous = probe
+    if found is None:
+        words = f"floor {floors[-1]:g} with tier cap {policy.tier_cap + MAX_CAP_RAISE}"
+        return replace(
+            not_found(kind, title, f"down to {words}", previous, 0, note=f"still not admitted at {words}"),
+            runs=runner.runs - before,
+        )
+    floor, cap, probe, result = found
+    # tighten back: the highest floor that still admits at this cap, then the smallest cap
+    for higher in [policy.floor, *(f for f in floors if f > floor)]:
+        ok, p, r = admits(higher, cap)
+        if ok:
+            floor, probe, result = higher, p, r
+            break
+    for smaller in range(policy.tier_cap + 1, cap):
+        ok, p, r = admits(floor, smaller)
+        if ok:
+            cap, probe, result = smaller, p, r
+            break
+    gained, lost = runner.effects(result)
+    setting = f"floor {floor:g} and tier cap {cap} (was floor {policy.floor:g}, tier cap {policy.tier_cap})"
+    return Counterfactual(
+        kind,
+        title,
+        True,
+        True,
+        floor,
+        setting,
+        probe,
+        None,
+        gained,
+        lost,
+        runner.runs - before,
+        note="each field alone is searched above; together they admit it",
+    )
 
 
 def scope_lever(runner: Runner, trace: ContextTrace) -> Counterfactual:

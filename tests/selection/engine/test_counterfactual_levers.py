@@ -111,3 +111,18 @@ def test_the_stop_rule_is_no_lever_for_a_unit_it_did_not_stop(index):
 def test_an_admitted_unit_needs_no_lever_and_no_decision(index):
     found = report(index, request_with(), "a-rule")
     assert found.options == () and found.decided is None
+
+
+def test_a_floor_and_a_tier_cap_loosened_together_when_neither_alone_admits(index):
+    both = AdmissionPolicy(rule="relative", floor=0.9, unlisted=9, tier_cap=1)
+    request = request_with(both)
+    found = report(index, request, "a-result")
+    assert not option(found, "stop_floor").found and not option(found, "stop_tier_cap").found
+    together = option(found, "stop_floor_and_cap")
+    assert together.found
+    floor, cap = together.value, int(together.setting.split("tier cap ")[1].split(" ")[0])
+    assert together.setting.endswith("(was floor 0.9, tier cap 1)")
+    assert admitted(index, request_with(replace(both, floor=floor, tier_cap=cap)), "a-result")
+    # neither field moved further than needed: one step back on either and the unit is stopped again
+    assert not admitted(index, request_with(replace(both, floor=round(floor + 0.05, 2), tier_cap=cap)), "a-result")
+    assert not admitted(index, request_with(replace(both, floor=floor, tier_cap=cap - 1)), "a-result")
