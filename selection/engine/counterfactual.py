@@ -45,13 +45,7 @@ class CounterfactualReport:
         return tuple(o for o in self.options if o.found)
 
 
-_Runner = Runner  # the names the searches below use
-_inapplicable = inapplicable
-_not_found = not_found
-_search_linear = search_linear
-
-
-def _budget(runner: _Runner, factor: float) -> Counterfactual:
+def _budget(runner: Runner, factor: float) -> Counterfactual:
     budget = runner.request.budget_tokens
     top = max(int(budget * factor), 1)
 
@@ -65,7 +59,7 @@ def _budget(runner: _Runner, factor: float) -> Counterfactual:
     high, high_result = at(top)
     title = "A larger budget"
     if not runner.admitted(high):
-        return _not_found(
+        return not_found(
             "budget",
             title,
             f"up to {budget + top} tokens (+{top})",
@@ -126,12 +120,12 @@ def _with_classes(frame: ProjectFrame, which: str, work_type, classes) -> Projec
     return replace(frame, work_types=work_types)
 
 
-def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Counterfactual:
+def _class_rank(runner: Runner, trace: ContextTrace, evidence_class: str) -> Counterfactual:
     which, work_type = _ranking_list(trace)
     frame = trace.project_frame
     title = f"Class {evidence_class} moved up"
     if which == "none":
-        return _inapplicable(
+        return inapplicable(
             "class_rank",
             title,
             note=f"{trace.effective_condition} ranks without a class preference",
@@ -154,14 +148,14 @@ def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Co
 
     steps = range(1, start + (0 if listed else 1) + 1)
     if not steps:
-        return _inapplicable(
+        return inapplicable(
             "class_rank",
             title,
             note=f"{evidence_class} already heads {where}",
         )
-    value, probe, result, previous = _search_linear(runner, steps, make, replace(runner.probe(0, runner.base), value=0))
+    value, probe, result, previous = search_linear(runner, steps, make, replace(runner.probe(0, runner.base), value=0))
     if value is None:
-        return _not_found(
+        return not_found(
             "class_rank",
             title,
             f"up to {len(steps)} places in {where}",
@@ -186,7 +180,7 @@ def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Co
     )
 
 
-def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterfactual:
+def _class_pull(runner: Runner, trace: ContextTrace, max_pull: int) -> Counterfactual:
     named = get_condition(trace.condition)
     condition, _ = effective_condition(
         named,
@@ -197,14 +191,14 @@ def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterf
     frame = trace.project_frame
     title = "A larger class pull"
     if not condition.class_pull:
-        return _inapplicable(
+        return inapplicable(
             "class_pull",
             title,
             note=f"{trace.effective_condition} pulls no classes",
         )
     values = range(frame.class_pull + 1, max_pull + 1)
     if not values:
-        return _inapplicable(
+        return inapplicable(
             "class_pull",
             title,
             note=f"class pull {frame.class_pull} is already at the bound {max_pull}",
@@ -213,11 +207,11 @@ def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterf
     def make(pull: int) -> SelectionRequest:
         return replace(runner.request, project_frame=replace(frame, class_pull=pull))
 
-    value, probe, result, previous = _search_linear(
+    value, probe, result, previous = search_linear(
         runner, values, make, replace(runner.probe(0, runner.base), value=frame.class_pull)
     )
     if value is None:
-        return _not_found(
+        return not_found(
             "class_pull",
             title,
             f"pull up to {max_pull}",
@@ -255,7 +249,7 @@ def counterfactuals(
     (selection.traces.selectors.stored_request builds it through the one request builder).
     """
     unit = index.unit(unit_id)
-    runner = _Runner(request, index, trace, unit_id)
+    runner = Runner(request, index, trace, unit_id)
     baseline = runner.probe(0, runner.base)
     reproduces = runner.base.trace.bundle_digest == trace.bundle_digest
     if runner.admitted(baseline):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.utils import timezone
+
 from selection.models import MemoryChange, MemoryChangeKind, Trace
 
 
@@ -98,3 +100,15 @@ def memory_diff(a: Trace, b: Trace, engine_a=None, engine_b=None) -> MemoryDiff 
         tuple(erased),
         {uid: tuple(k) for uid, k in kinds.items()},
     )
+
+
+def memory_since(trace: Trace) -> MemoryDiff | None:
+    """The memory change from `trace` to the corpus as it stands now (no digest: nothing ran)."""
+    corpus = trace.project.corpus
+    now = Trace(
+        project=trace.project,
+        memory_sequence=corpus.sequence if trace.memory_sequence is not None else None,
+        created_at=timezone.now(),
+        header={},
+    )
+    return memory_diff(trace, now)
