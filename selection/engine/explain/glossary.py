@@ -22,6 +22,7 @@ class Entry:
 
 GROUPS = (
     ("conditions", "Conditions"),
+    ("metrics", "Metrics the gates read"),
     ("reasons", "Reason codes: why a candidate was admitted or not"),
     ("routing", "Routing codes"),
     ("ecodes", "E-codes: why a needed unit was missed"),
@@ -70,6 +71,18 @@ _ROUTING = (
     ("INVALID", "routing: a unit's routing metadata or a conflict makes the envelope invalid"),
 )
 
+_METRICS = (
+    ("must_include_recall", "the share of a task's MUST units that reach the model"),
+    ("precision", "the share of admitted units the task's labels want (MUST or SHOULD)"),
+    ("leakage", "the share of admitted units from projects outside the frame's scope"),
+    ("harmful_admission", "the share of admitted units the task's labels call HARMFUL"),
+    ("redundancy", "the share of admitted units that restate another admitted unit"),
+    ("tokens", "how many tokens the rendered bundle spends (its length / 4)"),
+    ("max_drop", "a limit: the metric may fall by at most this much"),
+    ("max_rise", "a limit: the metric may rise by at most this much"),
+    ("max", "a limit: the metric may be at most this value"),
+)
+
 _TERMS = (
     (
         "class pull",
@@ -113,6 +126,8 @@ def _entries() -> dict[str, Entry]:
     out: dict[str, Entry] = {}
     for name, condition in CONDITIONS.items():
         out[name] = Entry(name, "conditions", condition.label, _CONDITION_MORE.get(name, ""))
+    for key, line in _METRICS:
+        out[key] = Entry(key, "metrics", line)
     for key, line in _REASONS:
         out[key] = Entry(key, "reasons", line)
     for key, line in _ROUTING:
