@@ -141,12 +141,24 @@ def access_read(user, project) -> Capabilities:
     return caps
 
 
-def access_propose(user, project) -> Capabilities:
-    return _require(user, project, "can_propose", Role.LEAD, "propose a frame change")
+def access_propose(user, project, *, action: str = "propose a frame change") -> Capabilities:
+    """A lead's right to change proposals; `action` names, in the refusal, what was refused
+    (split a proposal, close it, roll back, ...)."""
+    return _require(user, project, "can_propose", Role.LEAD, action)
 
 
-def access_promote(user, project) -> Capabilities:
-    return _require(user, project, "can_promote", Role.LEAD, "promote a frame version")
+def access_promote(user, project, *, action: str = "promote a frame version") -> Capabilities:
+    return _require(user, project, "can_promote", Role.LEAD, action)
+
+
+def access_webhooks(user, project) -> Capabilities:
+    """See and change the project's webhooks (their URLs and secrets): a lead of the project."""
+    return _require(user, project, "can_promote", Role.LEAD, "manage webhooks")
+
+
+def access_backtest(user, project) -> Capabilities:
+    """Start (or re-run) a backtest of a proposal: a lead of the project."""
+    return _require(user, project, "can_propose", Role.LEAD, "start a backtest")
 
 
 def access_erase(user, project) -> Capabilities:

@@ -95,7 +95,7 @@ def backtest_enqueue(
     """
     project = proposal.project
     if requested_by is not None:
-        access.access_propose(requested_by, project)
+        access.access_backtest(requested_by, project)
     with transaction.atomic():
         # the baseline cannot move while the backtest row is written
         Project.objects.select_for_update().get(pk=project.pk)
@@ -205,7 +205,7 @@ def backtest_fail_if_stale(*, backtest: Backtest) -> Backtest:
 
 def backtest_rerun(*, backtest: Backtest, lead) -> Backtest:
     """A lead starts the proposal again after a failed (errored or stale) backtest."""
-    access.access_propose(lead, backtest.proposal.project)
+    access.access_backtest(lead, backtest.proposal.project)
     backtest = backtest_fail_if_stale(backtest=backtest)
     if backtest.status != BacktestStatus.ERROR:
         raise BacktestRefused(

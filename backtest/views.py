@@ -109,7 +109,7 @@ def backtest_live(request, pk: int):
 @require_POST
 def backtest_rerun(request, pk: int):
     backtest = selectors.backtest_by_id(backtest_id=pk)
-    access.access_propose(request.user, backtest.proposal.project)
+    access.access_backtest(request.user, backtest.proposal.project)
     try:
         again = services.backtest_rerun(backtest=backtest, lead=request.user)
     except BacktestRefused as error:

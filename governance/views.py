@@ -17,6 +17,7 @@ from authority.selectors import current_frame_version
 from backtest.health.selectors import health_panel
 from rules import frame_diff as frames
 from selection.corpus.limits import MAX_INTEGER
+from selection.engine.explain.frame_words import frame_settings
 from selection.models import Project
 
 from . import inbox, selectors
@@ -46,6 +47,7 @@ def project_detail(request, slug: str):
             "project": project,
             "current": current,
             "frame": selectors.frame_view(current.snapshot) if current else None,
+            "settings": frame_settings(current.snapshot) if current else (),
             "history": selectors.frame_history_tree(project=project),
             "caps": caps,
             "health": health_panel(project=project, user=request.user),

@@ -5,7 +5,7 @@ from selection.evaluation import views_jobs
 from selection.memory import views as views_units
 from selection.memory.writes import views as views_memory
 from selection.traces import views as trace_views
-from selection.traces import views_chain, views_compare, views_labelling, views_retention
+from selection.traces import views_chain, views_compare, views_glossary, views_labelling, views_retention
 
 urlpatterns: list = []
 
@@ -28,6 +28,7 @@ urlpatterns += [
 
 # --- trace explorer (selection/traces/views.py) ---
 urlpatterns += [
+    path("glossary/", views_glossary.glossary, name="glossary"),
     path("traces/", trace_views.trace_list, name="trace-list"),
     path("traces/chain/", views_chain.trace_chain, name="trace-chain"),
     path(

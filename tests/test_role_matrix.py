@@ -130,6 +130,7 @@ def pages(w):
         ("backtest-rerun", "post", reverse("backtest-rerun", args=[w["backtest"]]), {}, only("lead")),
         ("trace-list", "get", reverse("trace-list"), None, anyone),
         ("trace-chain", "get", reverse("trace-chain"), None, anyone),
+        ("glossary", "get", reverse("glossary"), None, anyone),
         ("trace-search-export", "get", reverse("trace-search-export", args=["csv"]), None, anyone),
         ("trace-diff", "get", reverse("trace-diff") + f"?a={t}&b={w['other']}", None, member),
         ("trace-detail", "get", reverse("trace-detail", args=[t]), None, member),

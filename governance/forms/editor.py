@@ -15,7 +15,7 @@ from django import forms
 
 from rules.frame_patch import LIMIT_BOUNDS, METRICS, FrameIssue, compute_patch, merge_patch
 from selection.corpus.frames import listed_classes
-from selection.corpus.places import IDENTIFIER
+from selection.corpus.places import IDENTIFIER, NAME_RULE
 
 from . import admission
 from .editor_text import joined, lines, number, parse_patch, work_type_entry
@@ -195,7 +195,7 @@ class ProposeForm(forms.Form):
     def clean_new_wt_name(self) -> str:
         name = self.cleaned_data["new_wt_name"].strip()
         if name and not IDENTIFIER.fullmatch(name):
-            raise forms.ValidationError(f'work type "{name}" does not match [a-z0-9][a-z0-9_.-]*')
+            raise forms.ValidationError(f'work type "{name}" {NAME_RULE}')
         if name in self.work_type_names:
             raise forms.ValidationError(f'work type "{name}" exists already: edit its list above')
         return name

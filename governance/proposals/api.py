@@ -259,7 +259,7 @@ def proposal_close(request, proposal_id: Id, body: CloseIn):
 def proposal_rollback(request, body: RollbackIn):
     """One action: a proposal whose patch restores `version`, backtested and reviewed like any other."""
     project = governance_selectors.project_for_slug(slug=body.project)
-    access.access_propose(request.auth, project)
+    access.access_propose(request.auth, project, action="roll back the frame")
     version = governance_selectors.frame_version(project=project, number=body.version)
     proposal = promotions.proposal_rollback(
         project=project, author=request.auth, to_version=version, rationale=body.rationale

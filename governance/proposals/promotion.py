@@ -104,7 +104,7 @@ def proposal_rollback(
 ) -> Proposal:
     """Roll back to an earlier version in one action: a proposal whose patch takes the current
     version to `to_version`'s frame, backtested and reviewed like any other before it can land."""
-    access.access_propose(author, project)
+    access.access_propose(author, project, action="roll back the frame")
     if to_version.project_id != project.pk:
         raise ProposalInvalid([FrameIssue(("version",), f"v{to_version.number} is not a version of {project.slug}")])
     current = current_frame_version(project=project)

@@ -199,7 +199,7 @@ def proposal_split(*, proposal: Proposal, lead) -> list[Proposal]:
     a proposal already split, or a part that no longer applies over the current frame.
     """
     project = proposal.project
-    access.access_propose(lead, project)
+    access.access_propose(lead, project, action="split a proposal")
     parts = frames.patch_parts(proposal.patch)
     if len(parts) < 2:
         raise ProposalInvalid(
@@ -288,7 +288,7 @@ def proposal_close(*, proposal: Proposal, lead, reason: str) -> ProposalClosure:
     """A lead closes an open proposal (stale or not) with a reason; it can no longer be backtested,
     reviewed or promoted. The closure is append-only: a closed proposal stays closed."""
     project = proposal.project
-    access.access_propose(lead, project)
+    access.access_propose(lead, project, action="close a proposal")
     reason = (reason or "").strip()
     if not reason:
         raise ProposalInvalid([FrameIssue(("reason",), "closing a proposal needs a reason")])
@@ -308,7 +308,7 @@ def proposal_rebase(*, proposal: Proposal, author, resolutions: dict[str, str] |
     the current one) it raises RebaseConflict and writes nothing.
     """
     project = proposal.project
-    access.access_propose(author, project)
+    access.access_propose(author, project, action="resubmit a proposal")
     with transaction.atomic():
         Project.objects.select_for_update().get(pk=project.pk)
         proposal = Proposal.objects.select_related("project", "base_version").get(pk=proposal.pk)

@@ -69,7 +69,7 @@ def _document(endpoint, *, secret: str, refusal: str = "") -> dict:
 )
 def webhook_list(request, slug: Text):
     project = selectors.project_for_slug(slug=slug)
-    access.access_promote(request.auth, project)
+    access.access_webhooks(request.auth, project)
     rows, deliveries = webhooks.project_webhooks(project=project)
     return {
         "webhooks": [_document(r.endpoint, secret=r.secret, refusal=r.refusal) for r in rows],

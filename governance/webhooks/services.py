@@ -86,7 +86,7 @@ def url_checked(url: str) -> str:
 
 def webhook_create(*, project: Project, lead, url: str, events: list[str]) -> IssuedSecret:
     """A lead adds an endpoint; its secret is generated here and shown once, in this answer."""
-    access.access_promote(lead, project)  # the lead's right, like promoting
+    access.access_webhooks(lead, project)
     url = url_checked(url)
     unknown = sorted(set(events) - set(EVENT_NAMES))
     if unknown or not events:
@@ -112,7 +112,7 @@ def webhook_create(*, project: Project, lead, url: str, events: list[str]) -> Is
 def webhook_secret_rotate(*, project: Project, lead, endpoint_id: int) -> IssuedSecret:
     """A lead replaces an endpoint's secret; the one before stops signing at once. Audited
     (`webhook.secret_rotated`, the secrets themselves never in the log)."""
-    access.access_promote(lead, project)
+    access.access_webhooks(lead, project)
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.select_for_update().filter(project=project, pk=endpoint_id).first()
         if endpoint is None:

@@ -40,7 +40,7 @@ def _page(request, project, caps, *, error: str = "", issued=None, status: int =
 def project_webhooks(request, slug: str):
     """A lead's page: the project's signed webhooks, adding one, and the log of every delivery."""
     project = selectors.project_for_slug(slug=slug)
-    caps = access.access_promote(request.user, project)
+    caps = access.access_webhooks(request.user, project)
     if request.method == "POST":
         try:
             issued = webhooks.webhook_create(
@@ -60,7 +60,7 @@ def project_webhooks(request, slug: str):
 def webhook_secret_rotate(request, slug: str, pk: int):
     """The rotate button: a fresh secret, shown once on the page it answers with."""
     project = selectors.project_for_slug(slug=slug)
-    caps = access.access_promote(request.user, project)
+    caps = access.access_webhooks(request.user, project)
     try:
         issued = webhooks.webhook_secret_rotate(project=project, lead=request.user, endpoint_id=pk)
     except WebhookEndpoint.DoesNotExist as missing:

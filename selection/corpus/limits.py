@@ -17,6 +17,8 @@ MAX_DEPTH = 32  # nested mappings and lists, in YAML and in JSON
 MAX_YAML_VALUES = 200_000  # values in one YAML file once aliases are expanded
 MAX_INTEGER = 2**31 - 1  # integer fields: a PostgreSQL integer column holds them
 MAX_NUMBER = 2**53  # any number anywhere (extensions too): exact in JSON everywhere
+# what an out-of-range number is told, in the user's words
+NUMBER_RANGE = f"a number must lie between -{MAX_NUMBER:,} and {MAX_NUMBER:,}"
 MIN_YEAR, MAX_YEAR = 1000, 9998  # times: an offset can never carry one past what a column holds
 MAX_PATCH_BYTES = 64 * 1024  # a proposal's merge patch, as JSON
 
@@ -41,12 +43,12 @@ def value_problems(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tup
         return
     elif isinstance(value, int):
         if abs(value) > MAX_NUMBER:
-            yield path, f"the number {_short(value)} is out of range (at most ±2^53)"
+            yield path, f"the number {_short(value)} is out of range: {NUMBER_RANGE}"
     elif isinstance(value, float):
         if not math.isfinite(value):
-            yield path, f"{value} is not a finite number"
+            yield path, f"{value} is not a finite number: give an ordinary number such as 0.6"
         elif abs(value) > MAX_NUMBER:
-            yield path, f"the number {value:g} is out of range (at most ±2^53)"
+            yield path, f"the number {value:g} is out of range: {NUMBER_RANGE}"
     elif isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str):

@@ -20,6 +20,7 @@ from selection.corpus.custodian.manifest_parts import (
 )
 from selection.corpus.custodian.markdown import scan
 from selection.corpus.issues import CorpusIssue
+from selection.corpus.places import NAME_RULE
 from selection.engine.routing.codes import ACTIVATIONS
 
 MEMORY_DIR = Path("docs") / "memory"
@@ -94,7 +95,7 @@ def _category_names(heading: str, file: str, line: int, issues: Issues) -> list[
     for part in heading.split(" / "):
         name = re.sub(r"\s+", "-", part.strip().lower())
         if not _IDENT.fullmatch(name):
-            issues.add(file, line, f'task category "{part.strip()}" is not a name ([a-z0-9][a-z0-9_.-]*)')
+            issues.add(file, line, f'task category "{part.strip()}" {NAME_RULE}')
         else:
             names.append(name)
     return names

@@ -10,10 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from selection.corpus.issues import CorpusIssue
-from selection.corpus.limits import MAX_INTEGER, MAX_NUMBER, MAX_YEAR, MIN_YEAR
+from selection.corpus.limits import MAX_INTEGER, MAX_NUMBER, MAX_YEAR, MIN_YEAR, NUMBER_RANGE
 
 PathPart = str | int
 IDENTIFIER = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+# what a name that breaks IDENTIFIER is told
+NAME_RULE = (
+    'is not a valid name: use lower-case letters, digits, "-", "_" and ".", '
+    'starting with a letter or digit (such as "design-review")'
+)
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 # ISO 8601 date and time, extended or basic form; the zone is checked separately so that a
 # naive time gets its own message
@@ -160,7 +165,7 @@ class Report:
             self.add(place, f"expected a {what} (a string), got {describe(value)}")
             return None
         if not IDENTIFIER.fullmatch(value):
-            self.add(place, f'{what} "{value}" does not match [a-z0-9][a-z0-9_.-]*')
+            self.add(place, f'{what} "{value}" {NAME_RULE}')
             return None
         return value
 
@@ -213,13 +218,15 @@ class Report:
         return value
 
     def number(self, value: Any, place: Place) -> float | None:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or abs(value) > MAX_NUMBER
-        ):
-            self.add(place, f"expected a finite number, got {describe(value)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.add(place, f"expected a number such as 0.6, got {describe(value)}")
+            return None
+        if not math.isfinite(value):
+            self.add(place, f"{value} is not a finite number: give an ordinary number such as 0.6")
+            return None
+        if abs(value) > MAX_NUMBER:
+            shown = f"{value:g}" if isinstance(value, float) else "with more digits than allowed"
+            self.add(place, f"the number {shown} is out of range: {NUMBER_RANGE}")
             return None
         return float(value)
 

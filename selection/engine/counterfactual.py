@@ -1,48 +1,35 @@
 """Counterfactuals: the smallest single change that would have admitted a unit, each one found by
-re-running the engine with the stored inputs and one modified setting. Nothing is estimated.
+re-running the engine with the stored inputs and one modified setting, for every lever the frame
+has: budget, class order, class pull, each field of the stop rule, scope; and the rule and the
+units (a superseded unit's successor) that decided it. Nothing is estimated.
 
 Pure Python; the caller supplies the index and the dense vectors the original run used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .conditions import effective_condition, get_condition
+from .explain.levers import decision, scope_lever, stop_rule_levers
+from .explain.probes import (
+    Counterfactual,
+    Decision,
+    Probe,
+    Runner,
+    Successor,
+    inapplicable,
+    not_found,
+    search_linear,
+)
 from .index import CorpusIndex
 from .outputs import ContextTrace, SelectionResult
-from .pipeline import select
-from .reason_codes import REACHES_MODEL, Disposition
 from .types import ProjectFrame, SelectionRequest
+
+__all__ = ["Counterfactual", "CounterfactualReport", "Decision", "Probe", "Successor", "counterfactuals"]
 
 MAX_PULL = 10  # the largest class pull tried
 BUDGET_FACTOR = 1.0  # budgets are searched up to +100%
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One engine run: the setting tried and what happened to the unit."""
-
-    value: int
-    disposition: str | None  # None: not a candidate
-    reason_code: str | None
-
-
-@dataclass(frozen=True)
-class Counterfactual:
-    kind: str  # budget | class_rank | class_pull
-    title: str
-    applicable: bool
-    found: bool
-    value: int | None  # N tokens added / k places up / the new pull
-    setting: str  # the changed setting in words
-    outcome: Probe | None  # the unit at the found value
-    below: Probe | None  # the unit one step smaller (proof of minimality), None when value is 1
-    gained: tuple[str, ...] = ()  # units admitted by the change that the original run left out
-    lost: tuple[str, ...] = ()  # units the change pushed out
-    runs: int = 0
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,64 +38,14 @@ class CounterfactualReport:
     baseline: Probe  # the unit in a re-run with no change (should equal the stored trace)
     reproduces: bool  # the re-run's digest equals the stored one
     options: tuple[Counterfactual, ...]
+    decided: Decision | None = None  # the rule (and units) that disposed of it; None: admitted
 
     @property
     def smallest(self) -> tuple[Counterfactual, ...]:
         return tuple(o for o in self.options if o.found)
 
 
-def _inapplicable(kind: str, title: str, *, note: str) -> Counterfactual:
-    """A change that cannot apply to this trace (no class preference, already first, ...)."""
-    return Counterfactual(kind, title, False, False, None, "", None, None, note=note)
-
-
-def _not_found(kind: str, title: str, setting: str, outcome: Probe | None, runs: int, *, note: str) -> Counterfactual:
-    """A change searched to its bound without admitting the unit."""
-    return Counterfactual(kind, title, True, False, None, setting, outcome, None, runs=runs, note=note)
-
-
-class _Runner:
-    def __init__(self, request: SelectionRequest, index: CorpusIndex, trace: ContextTrace, unit_id):
-        self.request, self.index, self.config, self.unit_id = request, index, trace.config, unit_id
-        self.runs = 0
-        self.base: SelectionResult = self.run(request)
-        original = self.base.trace.candidate(unit_id)
-        # a folded unit counts as admitted in the metrics; if it was folded, only its own item will do
-        self.need_own_item = original is not None and original.disposition == Disposition.FOLDED
-
-    def run(self, request: SelectionRequest) -> SelectionResult:
-        self.runs += 1
-        return select(request, self.index, self.config)
-
-    def probe(self, value: int, result: SelectionResult) -> Probe:
-        record = result.trace.candidate(self.unit_id)
-        if record is None:
-            return Probe(value, None, None)
-        return Probe(value, record.disposition, record.reason_code)
-
-    def admitted(self, probe: Probe) -> bool:
-        if self.need_own_item:
-            return probe.disposition == Disposition.ADMITTED
-        return probe.disposition in REACHES_MODEL
-
-    def effects(self, result: SelectionResult) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        before = set(self.base.trace.admitted_unit_ids())
-        after = set(result.trace.admitted_unit_ids())
-        return tuple(sorted(after - before - {self.unit_id})), tuple(sorted(before - after))
-
-
-def _search_linear(runner: _Runner, values, make: Callable[[int], SelectionRequest], previous: Probe):
-    """First value (in order) that admits the unit: (value, probe, result, previous probe)."""
-    for value in values:
-        result = runner.run(make(value))
-        probe = runner.probe(value, result)
-        if runner.admitted(probe):
-            return value, probe, result, previous
-        previous = probe
-    return None, previous, None, None
-
-
-def _budget(runner: _Runner, factor: float) -> Counterfactual:
+def _budget(runner: Runner, factor: float) -> Counterfactual:
     budget = runner.request.budget_tokens
     top = max(int(budget * factor), 1)
 
@@ -122,7 +59,7 @@ def _budget(runner: _Runner, factor: float) -> Counterfactual:
     high, high_result = at(top)
     title = "A larger budget"
     if not runner.admitted(high):
-        return _not_found(
+        return not_found(
             "budget",
             title,
             f"up to {budget + top} tokens (+{top})",
@@ -183,12 +120,12 @@ def _with_classes(frame: ProjectFrame, which: str, work_type, classes) -> Projec
     return replace(frame, work_types=work_types)
 
 
-def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Counterfactual:
+def _class_rank(runner: Runner, trace: ContextTrace, evidence_class: str) -> Counterfactual:
     which, work_type = _ranking_list(trace)
     frame = trace.project_frame
     title = f"Class {evidence_class} moved up"
     if which == "none":
-        return _inapplicable(
+        return inapplicable(
             "class_rank",
             title,
             note=f"{trace.effective_condition} ranks without a class preference",
@@ -211,14 +148,14 @@ def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Co
 
     steps = range(1, start + (0 if listed else 1) + 1)
     if not steps:
-        return _inapplicable(
+        return inapplicable(
             "class_rank",
             title,
             note=f"{evidence_class} already heads {where}",
         )
-    value, probe, result, previous = _search_linear(runner, steps, make, replace(runner.probe(0, runner.base), value=0))
+    value, probe, result, previous = search_linear(runner, steps, make, replace(runner.probe(0, runner.base), value=0))
     if value is None:
-        return _not_found(
+        return not_found(
             "class_rank",
             title,
             f"up to {len(steps)} places in {where}",
@@ -243,7 +180,7 @@ def _class_rank(runner: _Runner, trace: ContextTrace, evidence_class: str) -> Co
     )
 
 
-def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterfactual:
+def _class_pull(runner: Runner, trace: ContextTrace, max_pull: int) -> Counterfactual:
     named = get_condition(trace.condition)
     condition, _ = effective_condition(
         named,
@@ -254,14 +191,14 @@ def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterf
     frame = trace.project_frame
     title = "A larger class pull"
     if not condition.class_pull:
-        return _inapplicable(
+        return inapplicable(
             "class_pull",
             title,
             note=f"{trace.effective_condition} pulls no classes",
         )
     values = range(frame.class_pull + 1, max_pull + 1)
     if not values:
-        return _inapplicable(
+        return inapplicable(
             "class_pull",
             title,
             note=f"class pull {frame.class_pull} is already at the bound {max_pull}",
@@ -270,11 +207,11 @@ def _class_pull(runner: _Runner, trace: ContextTrace, max_pull: int) -> Counterf
     def make(pull: int) -> SelectionRequest:
         return replace(runner.request, project_frame=replace(frame, class_pull=pull))
 
-    value, probe, result, previous = _search_linear(
+    value, probe, result, previous = search_linear(
         runner, values, make, replace(runner.probe(0, runner.base), value=frame.class_pull)
     )
     if value is None:
-        return _not_found(
+        return not_found(
             "class_pull",
             title,
             f"pull up to {max_pull}",
@@ -312,24 +249,30 @@ def counterfactuals(
     (selection.traces.selectors.stored_request builds it through the one request builder).
     """
     unit = index.unit(unit_id)
-    runner = _Runner(request, index, trace, unit_id)
+    runner = Runner(request, index, trace, unit_id)
     baseline = runner.probe(0, runner.base)
     reproduces = runner.base.trace.bundle_digest == trace.bundle_digest
     if runner.admitted(baseline):
-        return CounterfactualReport(unit_id, baseline, reproduces, ())
+        return CounterfactualReport(unit_id, baseline, reproduces, (), None)
     options = []
+    decided = decision(runner)
     for search in (
-        lambda: _budget(runner, budget_factor),
-        lambda: (
+        lambda: [_budget(runner, budget_factor)],
+        lambda: [
             _class_rank(runner, trace, unit.evidence_class)
             if unit is not None
             else Counterfactual(
                 "class_rank", "Class moved up", False, False, None, "", None, None, note="the unit is not in the corpus"
             )
-        ),
-        lambda: _class_pull(runner, trace, max_pull),
+        ],
+        lambda: [_class_pull(runner, trace, max_pull)],
+        lambda: stop_rule_levers(runner, trace),
+        lambda: [scope_lever(runner, trace)],
     ):
         before = runner.runs
-        option = search()
-        options.append(replace(option, runs=runner.runs - before))
-    return CounterfactualReport(unit_id, baseline, reproduces, tuple(options))
+        found = search()
+        runs = runner.runs - before
+        # the runs of a group of levers belong to the lever that made them
+        for option in found:
+            options.append(option if len(found) > 1 else replace(option, runs=runs))
+    return CounterfactualReport(unit_id, baseline, reproduces, tuple(options), decided)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from authority.audit import audit_record
-from selection.corpus.places import IDENTIFIER
+from selection.corpus.places import IDENTIFIER, NAME_RULE
 from selection.models import LocalUnit, Project
 
 
@@ -33,7 +33,7 @@ def local_unit_put(
     """Create or replace one local unit. Whether it may join a bundle is decided at selection
     time, against the shared memory of that moment (it can never override shared memory)."""
     if not IDENTIFIER.fullmatch(uid):
-        raise LocalOverlayError(f'local unit id "{uid}" does not match [a-z0-9][a-z0-9_.-]*')
+        raise LocalOverlayError(f'local unit id "{uid}" {NAME_RULE}')
     if not text.strip():
         raise LocalOverlayError("a local unit needs a text")
     with transaction.atomic():

@@ -100,9 +100,22 @@ class TraceDiffOut(Schema):
 
 
 class ProbeOut(Schema):
-    value: int
+    value: int | float | str = Field(description="the setting tried: tokens, places, a pull, floor or cap, a rule")
     disposition: str | None
     reason_code: str | None
+
+
+class SuccessorOut(Schema):
+    unit_id: str
+    disposition: str | None
+    reason_code: str | None
+
+
+class DecisionOut(Schema):
+    rule: str = Field(description="scope | supersession | class | stop rule | redundancy | budget | retrieval")
+    reason_code: str | None
+    detail: str
+    units: list[SuccessorOut] = Field(description="the units the rule names: a superseded unit's successors")
 
 
 class CounterfactualOut(Schema):
@@ -110,7 +123,7 @@ class CounterfactualOut(Schema):
     title: str
     applicable: bool
     found: bool
-    value: int | None
+    value: int | float | str | None
     setting: str
     outcome: ProbeOut | None
     below: ProbeOut | None
@@ -131,6 +144,7 @@ class CounterfactualReportOut(Schema):
     baseline: ProbeOut
     reproduces: bool
     options: list[CounterfactualOut]
+    decided: DecisionOut | None = Field(description="the rule that disposed of the unit; null: admitted")
 
 
 def trace_url(pk: int) -> str:
@@ -278,6 +292,7 @@ def counterfactual_document(trace, unit: str, *, user) -> dict:
         "baseline": asdict(report.baseline),
         "reproduces": report.reproduces,
         "options": [asdict(o) for o in report.options],
+        "decided": asdict(report.decided) if report.decided else None,
     }
 
 

@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from authority import access
+from authority.selectors import current_frame_version
 from selection.engine.attribution import Attribution, attribute
 from selection.engine.counterfactual import CounterfactualReport, counterfactuals
 from selection.engine.explain import (
@@ -47,6 +48,7 @@ from selection.models import (
     TombstoneKind,
     Trace,
     TraceCandidate,
+    TraceOutcome,
 )
 from selection.serving.selections import SelectionError, SelectionInputs, selection_request, selection_run
 from selection.traces import redaction
@@ -66,8 +68,24 @@ class TraceFilters:
     reason: str = ""
     disposition: str = ""
     unit: str = ""  # a candidate's unit id, exact
-    source: str = ""
+    source: str = ""  # a source (select, api, ...) or a group of them (SOURCE_GROUPS)
     condition: str = ""
+    work_type: str = ""  # the work frame's work type, exact
+    outcome: str = ""  # a recorded outcome's verdict, or "none": no outcome recorded
+    text: str = ""  # words in the query or the task id
+
+
+# the sources a trace can come from, grouped as a reader asks for them: agent traces are the live
+# selections (the select command, the API, the MCP server)
+SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
+    "agent": ("select", "api", "mcp"),
+    "evaluation": ("evaluation",),
+    "backtest": ("backtest",),
+    "shadow": ("shadow",),
+    "health": ("health",),
+    "replay": ("replay",),
+}
+MAX_SEARCH_TEXT = 200
 
 
 def _day_start(day: date) -> datetime:
@@ -104,9 +122,17 @@ def trace_search(*, user, filters: TraceFilters) -> QuerySet[Trace]:
     if f.task:
         traces = traces.filter(task__uid=f.task)
     if f.source:
-        traces = traces.filter(source=f.source)
+        traces = traces.filter(source__in=SOURCE_GROUPS.get(f.source, (f.source,)))
     if f.condition:
         traces = traces.filter(condition=f.condition)
+    if f.work_type:
+        traces = traces.filter(header__work_frame__work_type=f.work_type)
+    if f.outcome == "none":
+        traces = traces.filter(~Exists(TraceOutcome.objects.filter(trace=OuterRef("pk"))))
+    elif f.outcome:
+        traces = traces.filter(Exists(TraceOutcome.objects.filter(trace=OuterRef("pk"), verdict=f.outcome)))
+    for word in f.text.split()[:8]:
+        traces = traces.filter(Q(query__icontains=word) | Q(task__uid__icontains=word))
     match = Q()
     if f.reason:
         match &= Q(reason_code=f.reason)
@@ -129,7 +155,20 @@ def trace_search_choices(*, user) -> dict[str, list]:
         + [c.value for c in LOAD_ORDER]
         + [RouteCode.OMIT_BUDGET.value, LocalCode.LOCAL_ADDED.value],
         "dispositions": [d.value for d in Disposition],
+        "sources": list(SOURCE_GROUPS),
+        "outcomes": [*OutcomeVerdict.values, "none"],
+        "work_types": _work_types(readable),
     }
+
+
+def _work_types(projects) -> list[str]:
+    """The work types the readable projects' current frames list."""
+    names: set[str] = set()
+    for project in projects:
+        current = current_frame_version(project=project)
+        if current is not None:
+            names.update((current.snapshot or {}).get("work_types") or {})
+    return sorted(names)
 
 
 # --------------------------------------------------------------------------------------------

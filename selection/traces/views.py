@@ -92,6 +92,9 @@ def _filters(params) -> selectors.TraceFilters:
         unit=get("unit"),
         source=get("source"),
         condition=get("condition"),
+        work_type=get("work_type")[:100],
+        outcome=get("outcome"),
+        text=get("q")[: selectors.MAX_SEARCH_TEXT],
     )
 
 

@@ -16,6 +16,7 @@ from authority.selectors import current_frame_version
 from selection.engine.explain import trace_diff
 from selection.serving import selections as services
 from selection.traces import selectors
+from selection.traces.memory_diff import memory_diff, memory_since
 from selection.traces.views import id_param
 
 REPLAY_SOURCE = "replay"
@@ -63,7 +64,12 @@ def _diff_context(request, a_pk: int, b_pk: int) -> dict:
     a, _ = selectors.readable_trace(user=request.user, pk=a_pk)
     b, _ = selectors.readable_trace(user=request.user, pk=b_pk)
     (ra, _), (rb, _) = selectors.trace_read(a, user=request.user), selectors.trace_read(b, user=request.user)
-    return {"a": a, "b": b, "diff": trace_diff(ra.trace, rb.trace)}
+    return {
+        "a": a,
+        "b": b,
+        "diff": trace_diff(ra.trace, rb.trace),
+        "memory": memory_diff(a, b, ra.trace, rb.trace),
+    }
 
 
 @login_required
@@ -82,7 +88,12 @@ def trace_now(request, pk: int):
         replay = services.trace_replay(trace=trace, actor=request.user, source=REPLAY_SOURCE)
         return redirect(f"{reverse('trace-now', args=[trace.pk])}?replay={replay.pk}")
     replay_pk = id_param(request.GET.get("replay", ""))
-    context = {"trace": trace, "caps": caps, "current": _current_version(trace)}
+    context = {
+        "trace": trace,
+        "caps": caps,
+        "current": _current_version(trace),
+        "memory_now": memory_since(trace),
+    }
     if replay_pk is not None:
         context.update(_diff_context(request, trace.pk, replay_pk))
     return render(request, "selection/trace_now.html", context)

@@ -10,8 +10,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 
 from authority import access
-from selection.models import LedgerLabel, Project, TaskLabelling, TraceCandidate
-from selection.traces import labelling, selectors
+from selection.models import LedgerLabel, MemoryUnit, Project, TaskLabelling, TraceCandidate
+from selection.traces import labelling, redaction, selectors
 
 
 @login_required
@@ -50,7 +50,8 @@ def trace_label(request, pk: int):
                 f"Task {made.task.uid} joined {trace.project.slug}'s task set, now v{made.version.number}.",
             )
             return redirect("trace-label", pk=pk)
-    candidates = TraceCandidate.objects.filter(trace=trace).order_by("position")
+    candidates = list(TraceCandidate.objects.filter(trace=trace).order_by("position"))
+    units = _unit_texts(trace, [c.unit_uid for c in candidates], user=request.user)
     return render(
         request,
         "selection/trace_label.html",
@@ -58,10 +59,23 @@ def trace_label(request, pk: int):
             "trace": trace,
             "caps": caps,
             "done": done,
-            "rows": [(c, labels.get(c.unit_uid, "")) for c in candidates],
+            "rows": [(c, labels.get(c.unit_uid, ""), units.get(c.unit_uid, ("", ""))) for c in candidates],
             "choices": LedgerLabel.values,
             "error": error,
             "uid": request.POST.get("uid", "") if request.method == "POST" else "",
         },
         status=status,
     )
+
+
+def _unit_texts(trace, uids: list[str], *, user) -> dict[str, tuple[str, str]]:
+    """unit id -> (title, text) as the corpus holds them now (an erased unit: its mark), for a
+    labeller to judge each unit in place; a unit of a project `user` holds no role in is redacted."""
+    readable = redaction.readable_slugs(user)
+    rows = MemoryUnit.objects.filter(corpus_id=trace.project.corpus_id, uid__in=uids).values_list(
+        "uid", "project__slug", "title", "text"
+    )
+    return {
+        uid: (title, text) if slug in readable else ("", redaction.REDACTED.format(project=slug))
+        for uid, slug, title, text in rows
+    }

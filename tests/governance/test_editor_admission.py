@@ -181,9 +181,9 @@ def test_a_frame_without_a_stop_rule_gets_one_only_when_a_field_is_set(project):
         ("unlisted", "-1", "admission.unlisted: must be at least 0, got -1"),
         ("tier_cap", "2.5", "admission.tier_cap: expected an integer"),
         ("tier_cap", "0", "admission.tier_cap: must be at least 1, got 0"),
-        ("unlisted_floor", "lots", "admission.unlisted_floor: expected a finite number"),
-        ("floor", "nan", "admission.floor: expected a finite number"),
-        ("floor", "1e400", "admission.floor: expected a finite number"),
+        ("unlisted_floor", "lots", "admission.unlisted_floor: expected a number such as 0.6, got"),
+        ("floor", "nan", "admission.floor: nan is not a finite number: give an ordinary number such as 0.6"),
+        ("floor", "1e400", "admission.floor: inf is not a finite number: give an ordinary number such as 0.6"),
         ("rule", "strict", "admission_rule"),  # not a choice: the form refuses it before the parser
     ],
 )

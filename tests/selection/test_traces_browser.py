@@ -131,7 +131,9 @@ def test_trace_journey(browser, live_server, client, tmp_path, django_user_model
     wait.until(ec.presence_of_element_located((By.ID, "cf-budget")))
     assert missed[0] in browser.find_element(By.TAG_NAME, "h1").text
     kinds = [e.get_attribute("data-kind") for e in browser.find_elements(By.CSS_SELECTOR, "section.counterfactual")]
-    assert kinds == ["budget", "class_rank", "class_pull"]
+    # every lever of the frame: budget, class order, class pull, the stop rule's fields, scope
+    assert kinds[:3] == ["budget", "class_rank", "class_pull"] and kinds[-1] == "scope"
+    assert any(kind.startswith("stop_") for kind in kinds[3:-1])
     assert any(
         e.get_attribute("data-found") == "true"
         for e in browser.find_elements(By.CSS_SELECTOR, "section.counterfactual")

@@ -1,6 +1,7 @@
 """Explanations read off a trace, one concern a module: the loss funnel, bundle items, near misses,
-digest checks and trace diffs. Pure functions of stored traces and bundles; nothing here re-ranks or
-guesses. No Django.
+digest checks and trace diffs (pure functions of stored traces and bundles, nothing re-ranked or
+guessed); the glossary and a frame's settings in words; and the counterfactual's probes and levers,
+which re-run the engine (selection.engine.counterfactual). No Django.
 """
 
 from .checks import Check, check_rerun, check_stored_bundle, sha256

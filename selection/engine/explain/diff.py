@@ -1,4 +1,5 @@
-"""Trace diff: the same task under two frame versions or two conditions, header, units and signals."""
+"""Trace diff: the same task under two frame versions, two conditions or two states of memory (the
+corpus digest and size each run read), header, units and signals."""
 
 from __future__ import annotations
 
@@ -66,6 +67,8 @@ def _header(trace: ContextTrace) -> dict[str, str]:
         "why that class order": trace.class_order_reason,
         "class pull": str(frame.class_pull),
         "scope": ", ".join(frame.scope),
+        "corpus digest": trace.retriever.corpus_digest,
+        "corpus size": f"{trace.retriever.corpus_size} units",
         "engine version": trace.engine_version,
         "policy version": trace.policy_version,
         "bundle digest": trace.bundle_digest,
@@ -77,9 +80,7 @@ def trace_diff(a: ContextTrace, b: ContextTrace) -> TraceDiff:
     ha = _header(a) | routing_header(a.routing)
     hb = _header(b) | routing_header(b.routing)
     keys = list(ha) + [k for k in hb if k not in ha]
-    header = tuple(
-        (k, ha.get(k, ""), hb.get(k, "")) for k in keys if ha.get(k, "") != hb.get(k, "")
-    )
+    header = tuple((k, ha.get(k, ""), hb.get(k, "")) for k in keys if ha.get(k, "") != hb.get(k, ""))
     in_a, in_b = set(a.admitted_unit_ids()), set(b.admitted_unit_ids())
     ca = {c.unit_id: c for c in a.candidates}
     cb = {c.unit_id: c for c in b.candidates}

@@ -265,14 +265,14 @@ def test_bad_unit_id(make_corpus, samples):
         ("tasks.yaml", "tasks[0].ledger.b1 (line 21)", "ledger"),
     }
     assert (
-        'units.jsonl line 4, field "id": unit id "B 1" does not match [a-z0-9][a-z0-9_.-]*'
-        in str(error)
+        'units.jsonl line 4, field "id": unit id "B 1" is not a valid name: use lower-case letters, digits, '
+        '"-", "_" and ".", starting with a letter or digit (such as "design-review")' in str(error)
     )
 
 
 def test_bad_class_name(make_corpus, samples):
     error = rejected(make_corpus(units=samples.with_unit(2, **{"class": "Rule"})))
-    assert_issue(error, "units.jsonl", "line 3", "class", 'class name "Rule" does not match')
+    assert_issue(error, "units.jsonl", "line 3", "class", 'class name "Rule" is not a valid name: use lower-case')
 
 
 @pytest.mark.parametrize(
