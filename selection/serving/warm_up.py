@@ -10,7 +10,7 @@ import time
 
 from django.db import connection
 
-from selection.memory import query_encoder, store
+from selection.memory import live_index, query_encoder, store
 from selection.models import Corpus
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ def _warm() -> None:
         corpora = list(Corpus.objects.order_by("pk").values_list("pk", flat=True))
         with _lock:
             _state["corpora"] = len(corpora)
-        for corpus_id in corpora[-store._INDEX_CACHE_SIZE :]:
+        for corpus_id in corpora[-live_index.CORPORA_KEPT :]:  # the most recent that each process keeps
             store.corpus_index(corpus_id)
             with _lock:
                 _state["indexes"] += 1
