@@ -18,12 +18,13 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.db import InterfaceError, OperationalError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
 from ninja import NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 from ninja.security import HttpBearer, SessionAuth
 
 from authority.errors import GovernanceError, InputRefused
+from config.errors import PROBLEM_MEDIA_TYPE, field_error, problem
 from governance.proposals.errors import PromotionRefused, ProposalInvalid, RebaseConflict
 from governance.tokens import services as tokens
 from selection.corpus import CorpusError
@@ -37,8 +38,6 @@ from .site_health import HealthOut, LiveOut, ReadyOut, site_health, site_ready
 
 logger = logging.getLogger(__name__)
 
-PROBLEM_TYPE = "https://frame-governance.invalid/problems/"
-PROBLEM_MEDIA_TYPE = "application/problem+json"
 # what every operation may answer besides its success; documented once, for every operation
 ERROR_STATUSES = {
     "400": "The request is malformed",
@@ -93,35 +92,6 @@ class BrowserSession(SessionAuth):
     def authenticate(self, request: HttpRequest, key: str | None):
         user = getattr(request, "user", None)
         return user if user is not None and user.is_authenticated and user.is_active else None
-
-
-# --- problem details -------------------------------------------------------------------------
-
-
-def problem(
-    request: HttpRequest, status: int, title: str, detail: str, *, slug: str, errors: list[dict] | None = None
-) -> HttpResponse:
-    doc = {
-        "type": PROBLEM_TYPE + slug,
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "instance": request.path,
-        "errors": errors or [],
-    }
-    response = JsonResponse(doc, status=status, content_type=PROBLEM_MEDIA_TYPE)
-    if status == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="frame-governance"'
-    return response
-
-
-def _pointer(location: list) -> str:
-    return "#/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in location)
-
-
-def _field(location, detail: str) -> dict:
-    location = [part if isinstance(part, int) else str(part) for part in location]
-    return {"location": location, "pointer": _pointer(location), "detail": detail}
 
 
 class GovernanceAPI(NinjaAPI):
@@ -188,7 +158,7 @@ api = GovernanceAPI(
 
 @api.exception_handler(ValidationError)
 def _validation(request, exc: ValidationError):
-    errors = [_field(e.get("loc", ()), str(e.get("msg", "invalid"))) for e in exc.errors]
+    errors = [field_error(e.get("loc", ()), str(e.get("msg", "invalid"))) for e in exc.errors]
     first = errors[0] if errors else None
     detail = f"{'.'.join(map(str, first['location']))}: {first['detail']}" if first else "invalid request"
     return problem(request, 422, "Invalid request", detail, slug="validation", errors=errors)
@@ -242,7 +212,7 @@ def _no_object(request, exc):
 
 @api.exception_handler(ProposalInvalid)
 def _proposal_invalid(request, exc: ProposalInvalid):
-    errors = [_field(["body", "patch", *issue.path], issue.message) for issue in exc.issues]
+    errors = [field_error(["body", "patch", *issue.path], issue.message) for issue in exc.issues]
     return problem(request, 422, "Invalid proposal", str(exc), slug="proposal-invalid", errors=errors)
 
 
@@ -253,7 +223,7 @@ def _promotion_refused(request, exc: PromotionRefused):
 
 @api.exception_handler(InputRefused)
 def _input_refused(request, exc: InputRefused):
-    errors = [_field(["body", *exc.field], str(exc))] if exc.field else []
+    errors = [field_error(["body", *exc.field], str(exc))] if exc.field else []
     return problem(request, 422, "Refused input", str(exc), slug="input-refused", errors=errors)
 
 
@@ -261,7 +231,7 @@ def _input_refused(request, exc: InputRefused):
 def _rebase_conflict(request, exc: RebaseConflict):
     # 409 naming each key to resolve, with its three values, so a client can ask its user
     errors = [
-        _field(["body", "resolutions", c.key], f"was {c.base}, now {c.current}, the proposal has {c.proposed}")
+        field_error(["body", "resolutions", c.key], f"was {c.base}, now {c.current}, the proposal has {c.proposed}")
         for c in exc.conflicts
     ]
     response = problem(request, 409, "Rebase conflict", str(exc), slug="rebase-conflict", errors=errors)
@@ -284,7 +254,7 @@ def _governance_refused(request, exc):
     # one refused for a field instead (an approval missing acknowledgements) says so with `status`
     # and `fields`, (location, detail) pairs
     status = getattr(exc, "status", 409)
-    errors = [_field(location, detail) for location, detail in getattr(exc, "fields", ())]
+    errors = [field_error(location, detail) for location, detail in getattr(exc, "fields", ())]
     title = "Refused" if status == 409 else "Invalid request"
     return problem(request, status, title, str(exc), slug="refused", errors=errors)
 
@@ -320,7 +290,7 @@ def _archive_refused(request, exc: ArchiveRefused):
 @api.exception_handler(CorpusError)
 def _corpus_refused(request, exc: CorpusError):
     errors = [
-        _field(["body", "archive", issue.file, *([issue.field] if issue.field else [])], str(issue))
+        field_error(["body", "archive", issue.file, *([issue.field] if issue.field else [])], str(issue))
         for issue in exc.issues
     ]
     return problem(request, 422, "Corpus refused", exc.summary, slug="corpus-refused", errors=errors)

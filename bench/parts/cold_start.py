@@ -90,13 +90,9 @@ def _wait_ready(base: str, server: subprocess.Popen) -> float:
 
 def _served_select_ms(base: str, project: str, query: str) -> float:
     options = {"project": project, "query": query, "json": True, "verbosity": 1}
-    os.environ["FG_SERVER_URL"] = base
-    try:
-        begun = time.perf_counter()
-        answer = server_client.command_over_server("select", options)
-        elapsed = (time.perf_counter() - begun) * 1e3
-    finally:
-        del os.environ["FG_SERVER_URL"]
+    begun = time.perf_counter()
+    answer = server_client.command_over_server("select", options, url=base)
+    elapsed = (time.perf_counter() - begun) * 1e3
     if not isinstance(answer, server_client.Answer) or answer.returncode != 0:
         raise RuntimeError(f"the server did not serve the selection: {answer}")
     return round(elapsed, 1)

@@ -96,11 +96,14 @@ def served_here_or_there(command, name: str, options: dict, file_options: tuple[
     return ""
 
 
-def command_over_server(name: str, options: dict, file_options: tuple[str, ...] = ()) -> Answer | NotServed:
+def command_over_server(
+    name: str, options: dict, file_options: tuple[str, ...] = (), *, url: str | None = None
+) -> Answer | NotServed:
     """The command `name` with its parsed options, run by the server; NotServed when no server of
     this installation is ready to take it (nothing was run there). file_options: the options whose
-    value is a path; its content goes with the request (the server does not read this disk)."""
-    url = server_url()
+    value is a path; its content goes with the request (the server does not read this disk).
+    `url`: the server to ask (default FG_SERVER_URL)."""
+    url = server_url() if url is None else url.strip()
     if not url:
         return NotServed("FG_SERVER_URL is empty")
     parts = urlsplit(url)

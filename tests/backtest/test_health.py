@@ -13,7 +13,7 @@ from backtest.models import FrameHealth
 from governance.inbox import inbox_for
 from rules import health_judgement as judge
 from selection.models import Corpus, Task
-from tests.selection.memory_writes import unit_create
+from tests.selection.memory_kit import unit_create
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from selection.memory import store
 from selection.models import Corpus, MemoryUnit, Task, Trace, TraceCandidate
 from selection.serving.selections import run_selection
 from selection.traces.labelling import trace_label
-from tests.selection.memory_writes import unit_create, unit_erase, unit_supersede
+from tests.selection.memory_kit import unit_create, unit_erase, unit_supersede
 
 from .conftest import proposal
 
