@@ -260,7 +260,7 @@ def test_trace_page_shows_how_the_frame_was_established(flab, client, django_use
     assert stored["work_frame"]["establishment"] == "inferred-ambiguous"
     # merged, and hedged: an inferred frame keeps the head of the query-only ranking
     assert stored["effective_condition"] == "C6~merged~head"
-    assert "ran as <code>C6~merged~head</code>" in html
+    assert "so it ran hedged as" in html and "<code>C6~merged~head</code>" in html
     assert "25% of the budget kept for the head of the scoped query-only ranking" in html
     # the similarity builder says how its confidence was calibrated on the declared tasks
     similar = run_selection(

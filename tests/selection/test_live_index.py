@@ -9,6 +9,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from selection.engine.index import CorpusIndex
 from selection.engine.types import WorkFrame
 from selection.memory import index_cache, live_index, store
 from selection.serving.selections import SelectionInputs, frame_for, selection_run
@@ -126,6 +127,8 @@ def test_base_plus_delta_selects_exactly_as_a_rebuild_at_every_sequence(make_pro
         now = store.corpus_index(project.corpus_id)
         assert now.memory_sequence == sequence_of(project.corpus_id)
         assert_same(project, now, live_index.rebuilt_index(project.corpus_id))
+        # and against the index as the rows loader builds it (store.load_units, position order)
+        assert_same(project, now, CorpusIndex.build(*store.load_units(project.corpus_id)))
         if middle is not None:
             past = store.corpus_index(project.corpus_id, as_of=middle)
             assert past.memory_sequence == middle

@@ -258,7 +258,8 @@ def test_the_trace_diff_names_memorys_change_beside_the_frames(transactional_db,
     assert "frame</strong> changed (v1 → v2)" in cause and "memory</strong> changed too" in cause
     assert "1 unit added, 0 changed, 1 erased" in cause
     assert 'data-unit="n9" data-change="added"' in memory and 'data-unit="n3" data-change="erased"' in memory
-    assert "placed by their time" in memory  # these traces carry no memory sequence
+    # both traces recorded the memory sequence their selection read
+    assert "placed by the memory sequence its selection read" in memory
     # then and now says it before anything is replayed
     now = auditor_client.get(reverse("trace-now", args=[a.pk])).content.decode()
     assert "Memory since then: 1 unit added, 0 changed, 1 erased (<code>n3</code>)" in now

@@ -135,7 +135,7 @@ def assemble(
     encoded = encoded_from_stream(_gather(pool, starts, lengths), lengths, words)
 
     searcher = None
-    if dense:
+    if dense and units:  # no unit, no vector: a build from no rows has no dense searcher either
         if base.dense is None or not hasattr(base.dense, "rows"):
             raise ValueError("the base index holds no vectors to assemble a dense searcher from")
         dimension = base.dense.dimension
