@@ -66,7 +66,7 @@ class Changed:
 
 
 def unit_from_fields(values: dict, project: str, links: dict[str, list[str]]) -> Unit:
-    """The engine Unit of a row's (or a state's) fields, as selection.memory.store reads rows."""
+    """The engine Unit of a row's (or a change state's) fields (selection.memory.store reads rows by it)."""
     status, kind = values["open_loop_status"], values["open_loop_kind"]
     return Unit(
         id=values["uid"],

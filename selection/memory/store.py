@@ -16,8 +16,9 @@ from selection.corpus.routing import routing_inputs_of
 from selection.engine.index import CorpusIndex
 from selection.engine.outputs import ContextBundle, ContextTrace, SelectionResult
 from selection.engine.routing.types import RoutingInputs
-from selection.engine.types import OpenLoop, ProjectFrame, Unit, WorkFrame, WorkSignal
+from selection.engine.types import ProjectFrame, Unit, WorkFrame, WorkSignal
 from selection.memory import index_cache, live_index
+from selection.memory.as_of import unit_from_fields
 from selection.models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink, UnitStatus
 
 _index_lock = threading.Lock()
@@ -70,27 +71,8 @@ def unit_links(corpus_id: int) -> dict[int, dict[str, list[str]]]:
     return links
 
 
-def unit_from_values(values: dict, project_slug: str, links: dict[str, list[str]]) -> Unit:
-    status, kind = values["open_loop_status"], values["open_loop_kind"]
-    return Unit(
-        id=values["uid"],
-        project=project_slug,
-        evidence_class=values["evidence_class"],
-        text=values["text"],
-        title=values["title"],
-        created_at=values["created_at"],
-        valid_from=values["valid_from"],
-        valid_to=values["valid_to"],
-        supersedes=tuple(links.get("supersedes", ())),
-        echo_of=(links.get("echo_of") or [None])[0],
-        supports=tuple(links.get("supports", ())),
-        refutes=tuple(links.get("refutes", ())),
-        open_loop=OpenLoop(status=status, kind=kind) if status else None,
-        paths=tuple(values["paths"] or ()),
-        subject=values["subject"] or None,
-        facet=values["facet"] or None,
-        root=values["root"],
-    )
+# a row's fields as an engine Unit: one function for rows and for MemoryChange states
+unit_from_values = unit_from_fields
 
 
 UNIT_FIELDS = (
