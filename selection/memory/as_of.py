@@ -30,7 +30,7 @@ from selection.engine.types import OpenLoop, Unit
 from selection.models import Corpus, MemoryChange, MemoryUnit, Project, UnitLink, UnitStatus
 
 ERASED = "x-erased"  # the extras key selection.memory.erasure marks an erased unit with
-_FIELDS = (
+UNIT_ROW_FIELDS = (
     "id",
     "uid",
     "project_id",
@@ -47,7 +47,7 @@ _FIELDS = (
     "facet",
     "root",
 )
-_ROW = (*_FIELDS, "status", "sequence", "created_sequence", "extras")
+_ROW = (*UNIT_ROW_FIELDS, "status", "sequence", "created_sequence", "extras")
 _DATES = ("created_at", "valid_from", "valid_to")
 
 

@@ -18,7 +18,7 @@ from selection.engine.outputs import ContextBundle, ContextTrace, SelectionResul
 from selection.engine.routing.types import RoutingInputs
 from selection.engine.types import ProjectFrame, Unit, WorkFrame, WorkSignal
 from selection.memory import index_cache, live_index
-from selection.memory.as_of import unit_from_fields
+from selection.memory.as_of import UNIT_ROW_FIELDS, unit_from_fields
 from selection.models import Corpus, LocalUnit, MemoryUnit, Project, Task, Trace, UnitLink, UnitStatus
 
 _index_lock = threading.Lock()
@@ -75,23 +75,8 @@ def unit_links(corpus_id: int) -> dict[int, dict[str, list[str]]]:
 unit_from_values = unit_from_fields
 
 
-UNIT_FIELDS = (
-    "id",
-    "uid",
-    "project_id",
-    "evidence_class",
-    "text",
-    "title",
-    "created_at",
-    "valid_from",
-    "valid_to",
-    "open_loop_status",
-    "open_loop_kind",
-    "paths",
-    "subject",
-    "facet",
-    "root",
-)
+# the row fields an engine Unit is made of (as_of reads the same, beside a change's state)
+UNIT_FIELDS = UNIT_ROW_FIELDS
 
 
 def load_units(
